@@ -1,0 +1,402 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Typed schema of a *fit* runcard.
+
+Every section is a frozen pydantic model that forbids unknown keys, so a typo in a runcard is an
+error instead of a silently ignored setting. Types are strict (no ``"100"`` -> 100, no
+``1.5`` -> 1, no ``true`` -> 1) because a runcard that only works by coercion is a runcard whose
+author meant something else. Integers are accepted where a float is expected.
+
+Defaults follow the NNPDF4.0 fit, so the empty runcard ``{}`` describes an NNPDF4.0-like fit of
+the small closure-test data.
+
+Cross-field rules raise :func:`rule_error`, whose context names the offending field, so that the
+loader can report the exact key path rather than the enclosing section.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AllowInfNan,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Strict,
+    Tag,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+# --------------------------------------------------------------------------------------------
+# Error helpers shared with the loader
+
+#: Error type of a cross-field rule; its context holds ``message`` and the dotted ``field``
+#: (relative to the model that raised it) that the loader appends to the key path.
+RULE_ERROR = "runcard_rule"
+#: Error type of a union field whose input matched none of its forms.
+UNION_ERROR = "runcard_union"
+
+
+def rule_error(message: str, field: str = "") -> PydanticCustomError:
+    """An error for a rule that pydantic cannot express, pointing at ``field`` when given."""
+    return PydanticCustomError(RULE_ERROR, "{message}", {"message": message, "field": field})
+
+
+def _num(value: float) -> str:
+    """A float as written in a runcard: 10 rather than 10.0."""
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Scalar types: strict, finite
+
+Int = Annotated[int, Strict()]
+Float = Annotated[float, Strict(), AllowInfNan(False)]
+Bool = Annotated[bool, Strict()]
+Str = Annotated[str, Strict()]
+
+PositiveInt = Annotated[Int, Field(ge=1)]
+PositiveFloat = Annotated[Float, Field(gt=0)]
+#: Seeds stay below 2**32 so that every random generator downstream (numpy, TensorFlow) accepts
+#: them unchanged.
+Seed = Annotated[Int, Field(ge=0, le=2**32 - 1)]
+
+ClosureSize = Literal["tiny", "small", "medium", "nnpdf40"]
+Activation = Literal["tanh", "sigmoid", "relu", "elu", "softplus", "linear"]
+Initializer = Literal["glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "lecun_normal"]
+OptimizerName = Literal["adam", "nadam", "amsgrad", "rmsprop", "adadelta", "sgd"]
+Precision = Literal["float32", "float64"]
+Flavour = Literal["Sigma", "g", "V", "V3", "V8", "T3", "T8", "T15"]
+
+#: The fitted evolution-basis flavours, in canonical order (that of ``preprocessing``).
+FLAVOURS: tuple[str, ...] = ("Sigma", "g", "V", "V3", "V8", "T3", "T8", "T15")
+
+
+def _unique(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Reject repeated entries: a repeated replica or dataset is always a mistake."""
+    seen: set[Any] = set()
+    repeated = [v for v in values if v in seen or seen.add(v)]
+    if repeated:
+        distinct = list(dict.fromkeys(repeated))
+        shown = ", ".join(repr(v) for v in distinct)
+        verb = "appears" if len(distinct) == 1 else "appear"
+        raise rule_error(f"entries must be distinct, but {shown} {verb} more than once")
+    return values
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, list | tuple)
+
+
+def _replicas_form(value: Any) -> str | None:
+    """Pick the form of ``replicas`` from the input, so errors come from that form only."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return "count"
+    if _is_sequence(value):
+        return "ids"
+    return None
+
+
+def _datasets_form(value: Any) -> str | None:
+    """Pick the form of ``datasets`` from the input, so errors come from that form only."""
+    if value == "all" and isinstance(value, str):
+        return "all"
+    if _is_sequence(value):
+        return "names"
+    return None
+
+
+#: ``replicas: N`` fits replicas 1..N; ``replicas: [3, 7]`` fits exactly those replicas (the
+#: replica id seeds its pseudodata and split, so replica 7 is the same in either runcard).
+_ReplicaCount = Annotated[PositiveInt, Tag("count")]
+_ReplicaIds = Annotated[
+    tuple[PositiveInt, ...], Field(min_length=1), AfterValidator(_unique), Tag("ids")
+]
+Replicas = Annotated[
+    _ReplicaCount | _ReplicaIds,
+    Discriminator(
+        _replicas_form,
+        custom_error_type=UNION_ERROR,
+        custom_error_message="expected a number of replicas (an integer >= 1) "
+        "or a non-empty list of distinct replica ids (integers >= 1)",
+    ),
+]
+
+_AllDatasets = Annotated[Literal["all"], Tag("all")]
+_DatasetNames = Annotated[
+    tuple[Str, ...], Field(min_length=1), AfterValidator(_unique), Tag("names")
+]
+Datasets = Annotated[
+    _AllDatasets | _DatasetNames,
+    Discriminator(
+        _datasets_form,
+        custom_error_type=UNION_ERROR,
+        custom_error_message="expected 'all' or a non-empty list of distinct dataset names",
+    ),
+]
+
+#: Bounds of a preprocessing exponent range, ``[lo, hi]``.
+#: alpha < 2 keeps the momentum integral of x^(1-alpha) finite at small x; alpha >= -2 and
+#: beta <= 20 are sanity bounds far outside any NNPDF range (they catch sign and scale slips);
+#: beta > 0 makes the PDF vanish at x = 1.
+AlphaBound = Annotated[Float, Field(ge=-2, lt=2)]
+BetaBound = Annotated[Float, Field(gt=0, le=20)]
+
+
+def _two_bounds(value: Any) -> Any:
+    """Check the length first, so a wrong-length range gets one clear message."""
+    if _is_sequence(value) and len(value) != 2:
+        count = f"{len(value)} entry" if len(value) == 1 else f"{len(value)} entries"
+        raise rule_error(f"expected a list of two bounds [lo, hi], got {count}")
+    return value
+
+
+AlphaRange = Annotated[tuple[AlphaBound, AlphaBound], BeforeValidator(_two_bounds)]
+BetaRange = Annotated[tuple[BetaBound, BetaBound], BeforeValidator(_two_bounds)]
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+
+
+class _Section(BaseModel):
+    """Base of every runcard model: immutable, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClosureSection(_Section):
+    """Built-in closure-test data: pseudo-data generated from a known underlying PDF."""
+
+    size: ClosureSize = "small"
+    #: 0: data equal the underlying predictions; 1: data fluctuated once around them.
+    level: Annotated[Int, Field(ge=0, le=1)] = 1
+    #: Seed of the level-1 fluctuation (shared by all replicas).
+    seed: Seed = 0
+
+
+class DataSection(_Section):
+    """Which data are fitted and how each replica sees them."""
+
+    closure: ClosureSection = Field(default_factory=ClosureSection)
+    datasets: Datasets = "all"
+    #: Fraction of each dataset's points used for training; the rest validate (stopping).
+    training_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.75
+    #: Replica method: fluctuate each replica's data; false fits the central data everywhere.
+    pseudodata: Bool = True
+
+
+class Seeds(_Section):
+    """Base seeds; each is combined with the replica id so replicas are reproducible alone."""
+
+    data: Seed = 1
+    split: Seed = 2
+    network: Seed = 3
+
+
+class Architecture(_Section):
+    """Hidden layers of the per-replica network (input (x, ln x), output the 8 flavours)."""
+
+    nodes: Annotated[tuple[PositiveInt, ...], Field(min_length=1, max_length=10)] = (25, 20)
+    #: One per hidden layer; the output layer is always linear. Defaults to tanh for every
+    #: layer when only ``nodes`` is given.
+    activations: tuple[Activation, ...] = ("tanh", "tanh")
+    initializer: Initializer = "glorot_normal"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_activations(cls, data: Any) -> Any:
+        """Give every layer tanh when only ``nodes`` is written, so changing depth is one edit."""
+        if isinstance(data, dict) and "activations" not in data:
+            nodes = data.get("nodes")
+            if _is_sequence(nodes):
+                return {**data, "activations": ["tanh"] * len(nodes)}
+        return data
+
+    @model_validator(mode="after")
+    def _one_activation_per_layer(self) -> Architecture:
+        if len(self.activations) != len(self.nodes):
+            raise rule_error(
+                f"expected one activation per hidden layer: 'nodes' has {len(self.nodes)} "
+                f"layer(s) but 'activations' has {len(self.activations)} entries",
+                "activations",
+            )
+        return self
+
+
+class OptimizerSection(_Section):
+    """Gradient-descent optimiser (NNPDF4.0: Nadam with a tiny, always active clipnorm)."""
+
+    name: OptimizerName = "nadam"
+    learning_rate: PositiveFloat = 2.621e-3
+    #: Per-replica gradient-norm clipping; null disables clipping.
+    clipnorm: PositiveFloat | None = 6.073e-6
+
+
+class Stopping(_Section):
+    """Per-replica early stopping on the validation chi2."""
+
+    #: Steps without improvement before a replica stops, as a fraction of ``epochs``.
+    patience: Annotated[Float, Field(gt=0, le=1)] = 0.1
+    #: The patience counter only runs once the validation chi2 per point is below this.
+    threshold_chi2: PositiveFloat = 3.5
+    #: A step counts as a new best only when every positivity loss is below this.
+    positivity_threshold: Annotated[Float, Field(ge=0)] = 1.0e-6
+
+
+class PositivitySection(_Section):
+    """Positivity-penalty multiplier lambda: starts at ``initial`` and grows every 100 steps.
+
+    Either ``max`` (the value reached at the last epoch) or ``multiplier`` (the factor applied
+    every 100 steps) fixes the growth; exactly one of them is set. Writing only ``multiplier``
+    clears the default ``max``.
+    """
+
+    initial: PositiveFloat = 184.8
+    max: PositiveFloat | None = 1.0e6
+    multiplier: Annotated[Float, Field(gt=1)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _multiplier_replaces_default_max(cls, data: Any) -> Any:
+        """Let ``multiplier: 1.1`` alone mean "no max" without the user writing ``max: null``."""
+        if isinstance(data, dict) and data.get("multiplier") is not None and "max" not in data:
+            return {**data, "max": None}
+        return data
+
+    @model_validator(mode="after")
+    def _exactly_one_growth(self) -> PositivitySection:
+        if self.max is not None and self.multiplier is not None:
+            raise rule_error(
+                "set either 'max' (lambda reached at the last epoch) or 'multiplier' "
+                "(growth every 100 steps), not both"
+            )
+        if self.max is None and self.multiplier is None:
+            raise rule_error("set one of 'max' or 'multiplier'; both are null")
+        if self.max is not None and self.max < self.initial:
+            raise rule_error(
+                f"must be >= initial ({_num(self.initial)}), got {_num(self.max)}: "
+                "lambda only grows",
+                "max",
+            )
+        return self
+
+
+class FlavourPreprocessing(_Section):
+    """Ranges of the exponents of x^(1-alpha) (1-x)^beta, drawn once per replica."""
+
+    alpha: AlphaRange
+    beta: BetaRange
+
+    @field_validator("alpha", "beta")
+    @classmethod
+    def _ordered(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        lo, hi = value
+        if lo > hi:
+            raise rule_error(f"expected [lo, hi] with lo <= hi, got lo {_num(lo)} > hi {_num(hi)}")
+        return value
+
+
+#: NNPDF4.0 preprocessing ranges.
+_DEFAULT_PREPROCESSING: dict[str, dict[str, tuple[float, float]]] = {
+    "Sigma": {"alpha": (1.089, 1.119), "beta": (1.475, 3.119)},
+    "g": {"alpha": (0.7504, 1.098), "beta": (2.814, 5.669)},
+    "V": {"alpha": (0.479, 0.7384), "beta": (1.549, 3.532)},
+    "V3": {"alpha": (0.1073, 0.4397), "beta": (1.733, 3.458)},
+    "V8": {"alpha": (0.5507, 0.7837), "beta": (1.516, 3.356)},
+    "T3": {"alpha": (-0.4506, 0.9305), "beta": (1.745, 3.424)},
+    "T8": {"alpha": (0.5877, 0.8687), "beta": (1.522, 3.515)},
+    "T15": {"alpha": (1.089, 1.141), "beta": (1.492, 3.222)},
+}
+
+
+def default_preprocessing() -> dict[str, FlavourPreprocessing]:
+    """The NNPDF4.0 ranges for every flavour, in :data:`FLAVOURS` order."""
+    return {f: FlavourPreprocessing(**_DEFAULT_PREPROCESSING[f]) for f in FLAVOURS}
+
+
+class DivergenceSection(_Section):
+    """When a replica counts as diverged (and is dropped rather than poisoning the ensemble)."""
+
+    #: A replica whose loss exceeds this, or is not finite, has diverged.
+    max_loss: PositiveFloat = 1.0e10
+
+
+class TrainingSection(_Section):
+    """How the training loop runs on the device; none of it changes the fitted result's law."""
+
+    #: Steps per compiled device call between host synchronisations.
+    steps_per_call: PositiveInt = 100
+    precision: Precision = "float32"
+    #: XLA-compile the training loop.
+    jit: Bool = True
+
+
+# --------------------------------------------------------------------------------------------
+# The runcard
+
+
+class FitRuncard(_Section):
+    """A complete fit runcard.
+
+    Scan runcards extend it by subclassing and adding fields (e.g. ``scan:``); the loader and
+    dumper take the model class, so a subclass needs no code of its own there.
+    """
+
+    data: DataSection = Field(default_factory=DataSection)
+    replicas: Replicas = 1
+    seeds: Seeds = Field(default_factory=Seeds)
+    architecture: Architecture = Field(default_factory=Architecture)
+    optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
+    #: Maximum number of training steps (one full-batch gradient step per epoch).
+    epochs: PositiveInt = 17000
+    stopping: Stopping = Field(default_factory=Stopping)
+    positivity: PositivitySection = Field(default_factory=PositivitySection)
+    #: Complete after validation: every flavour of :data:`FLAVOURS`, in that order.
+    preprocessing: dict[Flavour, FlavourPreprocessing] = Field(
+        default_factory=default_preprocessing
+    )
+    divergence: DivergenceSection = Field(default_factory=DivergenceSection)
+    training: TrainingSection = Field(default_factory=TrainingSection)
+
+    @field_validator("preprocessing", mode="before")
+    @classmethod
+    def _merge_partial_flavours(cls, value: Any) -> Any:
+        """Fill a flavour's missing ``alpha`` or ``beta`` from its default, so one can be set."""
+        if not isinstance(value, dict):
+            return value
+        merged = {}
+        for flavour, entry in value.items():
+            default = _DEFAULT_PREPROCESSING.get(flavour) if isinstance(flavour, str) else None
+            if default is not None and isinstance(entry, dict):
+                entry = {**default, **entry}
+            merged[flavour] = entry
+        return merged
+
+    @field_validator("preprocessing", mode="after")
+    @classmethod
+    def _complete_flavours(
+        cls, value: dict[str, FlavourPreprocessing]
+    ) -> dict[str, FlavourPreprocessing]:
+        """Add the flavours left out, with their defaults, in the canonical order."""
+        defaults = default_preprocessing()
+        return {f: value.get(f, defaults[f]) for f in FLAVOURS}
+
+    @property
+    def replica_ids(self) -> tuple[int, ...]:
+        """The ids of the fitted replicas, 1-based, in runcard order."""
+        if isinstance(self.replicas, int):
+            return tuple(range(1, self.replicas + 1))
+        return tuple(self.replicas)
+
+    def __hash__(self) -> int:
+        # The preprocessing dict makes pydantic's field-tuple hash fail; the canonical JSON
+        # form is equal exactly when the runcards are.
+        return hash((type(self), self.model_dump_json()))
