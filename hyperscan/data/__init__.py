@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Fit data in pure numpy: flavour bases, toy PDF, datasets, closure problems, replicas.
+
+No tensorflow here on purpose: data preparation, fingerprints and pseudo-data must be cheap to
+import on a coordinator and identical on every worker.
+"""
+
+from __future__ import annotations
+
+from ._closure import CLOSURE_SIZES, STANDARD_XGRID, closure_problem
+from ._flavours import (
+    FIT_BASIS,
+    FK_BASIS,
+    PHYSICAL_FLAVOURS,
+    fit_to_fk_rotation,
+    flavour_combination,
+    toy_pdf,
+)
+from ._problem import Dataset, PositivitySet, Problem
+from ._replicas import replica_data, training_mask
+
+__all__ = [
+    "CLOSURE_SIZES",
+    "FIT_BASIS",
+    "FK_BASIS",
+    "PHYSICAL_FLAVOURS",
+    "STANDARD_XGRID",
+    "Dataset",
+    "PositivitySet",
+    "Problem",
+    "closure_problem",
+    "fit_to_fk_rotation",
+    "flavour_combination",
+    "replica_data",
+    "toy_pdf",
+    "training_mask",
+]

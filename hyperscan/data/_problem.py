@@ -1,0 +1,356 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Datasets, positivity sets and the fit problem (data + covariance) as immutable numpy objects."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from ._flavours import FK_BASIS
+
+_N_FK = len(FK_BASIS)
+
+
+def _frozen(a: np.ndarray | Sequence[float], name: str, ndim: int) -> np.ndarray:
+    """float64, C-contiguous, read-only copy of ``a`` (no copy if it already is one).
+
+    Why: Problem caches its Cholesky factor and fingerprint, so its arrays must not change.
+    """
+    arr = np.asarray(a)
+    if arr.ndim != ndim:
+        raise ValueError(f"{name} must be {ndim}-d, got shape {arr.shape}")
+    if arr.dtype == np.float64 and arr.flags.c_contiguous and _read_only(arr):
+        return arr
+    out = np.array(arr, dtype=np.float64, order="C", copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _read_only(arr: np.ndarray) -> bool:
+    """True if neither ``arr`` nor any array it views is writeable."""
+    base: object = arr
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return True
+
+
+def _check_xgrid(xgrid: np.ndarray, name: str) -> None:
+    if xgrid.size == 0 or not np.all(np.diff(xgrid) > 0):
+        raise ValueError(f"{name}: xgrid must be non-empty and strictly increasing")
+    if not (xgrid[0] > 0.0 and xgrid[-1] <= 1.0):
+        raise ValueError(f"{name}: xgrid must lie in (0, 1]")
+
+
+def _check_fk(fk: np.ndarray, xgrid: np.ndarray, name: str) -> None:
+    if fk.shape[1] != _N_FK or fk.shape[2] != xgrid.shape[0]:
+        raise ValueError(
+            f"{name}: fk must have shape (n, {_N_FK}, n_x={xgrid.shape[0]}), got {fk.shape}"
+        )
+    if not np.all(np.isfinite(fk)):
+        raise ValueError(f"{name}: fk has non-finite entries")
+
+
+def _contract(fk: np.ndarray, xgrid: np.ndarray, xf_fk: np.ndarray) -> np.ndarray:
+    """fk: (n, 14, n_x), xf_fk: (..., 14, n_x) -> (..., n)."""
+    xf_fk = np.asarray(xf_fk, dtype=np.float64)
+    if xf_fk.shape[-2:] != (_N_FK, xgrid.shape[0]):
+        raise ValueError(
+            f"xf_fk must end in ({_N_FK}, {xgrid.shape[0]}) (FK basis, this xgrid), "
+            f"got shape {xf_fk.shape}"
+        )
+    return np.tensordot(xf_fk, fk, axes=([-2, -1], [1, 2]))
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """One dataset: an FK table acting on x*f at Q0 and its central values.
+
+    Shapes: fk (n_data, 14, n_x) in FK_BASIS order, xgrid (n_x,), central (n_data,),
+    kinematics (n_data, 3) with columns x, Q2, y (y may be NaN) -- the real npz convention.
+    """
+
+    name: str
+    process: str
+    fk: np.ndarray
+    xgrid: np.ndarray
+    central: np.ndarray
+    kinematics: np.ndarray
+
+    def __post_init__(self) -> None:
+        fk = _frozen(self.fk, f"{self.name}: fk", 3)
+        xgrid = _frozen(self.xgrid, f"{self.name}: xgrid", 1)
+        central = _frozen(self.central, f"{self.name}: central", 1)
+        kinematics = _frozen(self.kinematics, f"{self.name}: kinematics", 2)
+        _check_xgrid(xgrid, self.name)
+        _check_fk(fk, xgrid, self.name)
+        n = fk.shape[0]
+        if central.shape != (n,):
+            raise ValueError(f"{self.name}: central must have shape ({n},), got {central.shape}")
+        if kinematics.shape != (n, 3):
+            raise ValueError(
+                f"{self.name}: kinematics must have shape ({n}, 3), got {kinematics.shape}"
+            )
+        for attr, value in (("fk", fk), ("xgrid", xgrid), ("central", central)):
+            object.__setattr__(self, attr, value)
+        object.__setattr__(self, "kinematics", kinematics)
+
+    @property
+    def n_data(self) -> int:
+        return int(self.fk.shape[0])
+
+    def predictions(self, xf_fk: np.ndarray) -> np.ndarray:
+        """Theory predictions: xf_fk (..., 14, n_x) on ``self.xgrid`` -> (..., n_data)."""
+        return _contract(self.fk, self.xgrid, xf_fk)
+
+
+@dataclass(frozen=True, eq=False)
+class PositivitySet:
+    """Observables that must be >= 0: fk (n_points, 14, n_x) on xgrid (n_x,), acting on x*f."""
+
+    name: str
+    fk: np.ndarray
+    xgrid: np.ndarray
+
+    def __post_init__(self) -> None:
+        fk = _frozen(self.fk, f"{self.name}: fk", 3)
+        xgrid = _frozen(self.xgrid, f"{self.name}: xgrid", 1)
+        _check_xgrid(xgrid, self.name)
+        _check_fk(fk, xgrid, self.name)
+        object.__setattr__(self, "fk", fk)
+        object.__setattr__(self, "xgrid", xgrid)
+
+    @property
+    def n_points(self) -> int:
+        return int(self.fk.shape[0])
+
+    def predictions(self, xf_fk: np.ndarray) -> np.ndarray:
+        """xf_fk (..., 14, n_x) on ``self.xgrid`` -> (..., n_points)."""
+        return _contract(self.fk, self.xgrid, xf_fk)
+
+
+def _components(coupled: np.ndarray) -> list[list[int]]:
+    """Connected components of a symmetric boolean (n, n) matrix, each sorted, by first member."""
+    n = coupled.shape[0]
+    seen = [False] * n
+    out = []
+    for start in range(n):
+        if seen[start]:
+            continue
+        stack, comp = [start], []
+        seen[start] = True
+        while stack:
+            i = stack.pop()
+            comp.append(i)
+            for j in np.flatnonzero(coupled[i]).tolist():
+                if not seen[j]:
+                    seen[j] = True
+                    stack.append(j)
+        out.append(sorted(comp))
+    return out
+
+
+def _hash_array(h: hashlib._Hash, a: np.ndarray) -> None:
+    """Feed shape and little-endian float64 bytes; -0.0 and NaN payloads made canonical."""
+    a = np.asarray(a, dtype=np.float64) + 0.0  # -0.0 -> +0.0
+    a = np.where(np.isnan(a), np.nan, a)
+    h.update(repr(a.shape).encode())
+    h.update(np.ascontiguousarray(a, dtype="<f8").tobytes())
+
+
+def _hash_str(h: hashlib._Hash, s: str) -> None:
+    b = s.encode("utf-8")
+    h.update(len(b).to_bytes(8, "little"))
+    h.update(b)
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """What a fit sees: datasets, their joint covariance, positivity sets, optional truth.
+
+    covmat (N, N) is over the datasets concatenated in order (N = sum of n_data). Datasets
+    correlated with each other (nonzero cross-covariance) are moved next to each other at
+    construction time, keeping the first-appearance order otherwise, so that covariance blocks
+    are contiguous. truth (N,) is the closure-test truth (FK x toy PDF) or None for real data.
+    """
+
+    datasets: tuple[Dataset, ...]
+    covmat: np.ndarray
+    positivity: tuple[PositivitySet, ...] = ()
+    truth: np.ndarray | None = None
+    _block_groups: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        datasets = tuple(self.datasets)
+        positivity = tuple(self.positivity)
+        if not datasets:
+            raise ValueError("a Problem needs at least one dataset")
+        if not all(isinstance(d, Dataset) for d in datasets):
+            raise TypeError("datasets must be Dataset instances")
+        if not all(isinstance(p, PositivitySet) for p in positivity):
+            raise TypeError("positivity must be PositivitySet instances")
+        names = [d.name for d in datasets]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate dataset names: {dupes}")
+        n_total = sum(d.n_data for d in datasets)
+        covmat = _frozen(self.covmat, "covmat", 2)
+        if covmat.shape != (n_total, n_total):
+            raise ValueError(f"covmat must have shape ({n_total}, {n_total}), got {covmat.shape}")
+        if not np.all(np.isfinite(covmat)):
+            raise ValueError("covmat has non-finite entries")
+        truth = None if self.truth is None else _frozen(self.truth, "truth", 1)
+        if truth is not None and truth.shape != (n_total,):
+            raise ValueError(f"truth must have shape ({n_total},), got {truth.shape}")
+
+        # dataset-level coupling: any nonzero entry in the (i, j) dataset block
+        offsets = np.cumsum([0] + [d.n_data for d in datasets])
+        nonzero = covmat != 0.0
+        starts = offsets[:-1]
+        coupled = np.logical_or.reduceat(
+            np.logical_or.reduceat(nonzero, starts, axis=0), starts, axis=1
+        )
+        groups = _components(coupled | coupled.T)
+        # symmetry, checked inside the coupled groups only (entries outside are all zero)
+        for g in groups:
+            index = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in g])
+            block = covmat[np.ix_(index, index)]
+            if not np.array_equal(block, block.T):
+                scale = float(np.max(np.abs(block)))
+                if not np.allclose(block, block.T, rtol=0.0, atol=1e-12 * scale):
+                    raise ValueError("covmat is not symmetric")
+                sym = np.array(covmat)
+                sym[np.ix_(index, index)] = 0.5 * (block + block.T)
+                covmat = _frozen(sym, "covmat", 2)
+        order = [i for g in groups for i in g]
+        if order != list(range(len(datasets))):
+            index = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in order])
+            datasets = tuple(datasets[i] for i in order)
+            covmat = _frozen(covmat[np.ix_(index, index)], "covmat", 2)
+            truth = None if truth is None else _frozen(truth[index], "truth", 1)
+            position = {old: new for new, old in enumerate(order)}
+            groups = [[position[i] for i in g] for g in groups]
+        object.__setattr__(self, "datasets", datasets)
+        object.__setattr__(self, "positivity", positivity)
+        object.__setattr__(self, "covmat", covmat)
+        object.__setattr__(self, "truth", truth)
+        object.__setattr__(self, "_block_groups", tuple(tuple(g) for g in groups))
+
+    @property
+    def n_data(self) -> int:
+        return int(self.covmat.shape[0])
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Dataset names in problem order."""
+        return tuple(d.name for d in self.datasets)
+
+    @cached_property
+    def central(self) -> np.ndarray:
+        """(N,) central values of all datasets, concatenated in order."""
+        out = np.concatenate([d.central for d in self.datasets])
+        out.setflags(write=False)
+        return out
+
+    def dataset_slices(self) -> tuple[slice, ...]:
+        """Slice of each dataset (in order) in the concatenated (N,) vectors."""
+        out, start = [], 0
+        for d in self.datasets:
+            out.append(slice(start, start + d.n_data))
+            start += d.n_data
+        return tuple(out)
+
+    def blocks(self) -> tuple[slice, ...]:
+        """Contiguous disjoint covariance blocks covering 0..N; no nonzero entry crosses two.
+
+        Why: Cholesky factors, solves and pseudo-data can then be done block by block. Blocks
+        are whole datasets or runs of datasets correlated with each other.
+        """
+        slices = self.dataset_slices()
+        return tuple(slice(slices[g[0]].start, slices[g[-1]].stop) for g in self._block_groups)
+
+    @cached_property
+    def cholesky(self) -> np.ndarray:
+        """(N, N) lower-triangular L with covmat = L L^T, computed block by block."""
+        out = np.zeros_like(self.covmat)
+        for b in self.blocks():
+            try:
+                out[b, b] = np.linalg.cholesky(self.covmat[b, b])
+            except np.linalg.LinAlgError as err:
+                names = [
+                    d.name
+                    for d, s in zip(self.datasets, self.dataset_slices(), strict=True)
+                    if b.start <= s.start < b.stop
+                ]
+                raise ValueError(f"covariance block of {names} is not positive definite") from err
+        out.setflags(write=False)
+        return out
+
+    def select(self, names: Sequence[str]) -> Problem:
+        """Sub-problem with only ``names`` (kept in problem order), covariance restricted.
+
+        Positivity sets are kept. Unknown names raise ValueError listing the available ones.
+        """
+        if isinstance(names, str):
+            raise TypeError("select() takes a sequence of dataset names, not a single string")
+        wanted = list(names)
+        if not wanted:
+            raise ValueError("select() needs at least one dataset name")
+        available = self.names
+        unknown = [n for n in wanted if n not in available]
+        if unknown:
+            raise ValueError(
+                f"unknown dataset name(s) {unknown}; available: {', '.join(available)}"
+            )
+        if len(set(wanted)) != len(wanted):
+            raise ValueError(f"duplicate names in select(): {wanted}")
+        keep = set(wanted)
+        slices = self.dataset_slices()
+        chosen = [i for i, d in enumerate(self.datasets) if d.name in keep]
+        index = np.concatenate([np.arange(slices[i].start, slices[i].stop) for i in chosen])
+        covmat = self.covmat[np.ix_(index, index)]
+        covmat.setflags(write=False)  # a fresh array: no need for Problem to copy it again
+        return Problem(
+            datasets=tuple(self.datasets[i] for i in chosen),
+            covmat=covmat,
+            positivity=self.positivity,
+            truth=None if self.truth is None else self.truth[index],
+        )
+
+    def fingerprint(self) -> str:
+        """sha256 hex of names and all arrays, in a fixed byte order (little-endian float64).
+
+        Why: a worker compares it with the coordinator's before fitting, to refuse mismatching
+        data. The covariance enters through its blocks (entries outside are zero by definition).
+        """
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:
+        h = hashlib.sha256(b"hyperscan.data.Problem/v1")
+        h.update(len(self.datasets).to_bytes(8, "little"))
+        for d in self.datasets:
+            _hash_str(h, d.name)
+            _hash_str(h, d.process)
+            for a in (d.fk, d.xgrid, d.central, d.kinematics):
+                _hash_array(h, a)
+        blocks = self.blocks()
+        h.update(repr([(b.start, b.stop) for b in blocks]).encode())
+        for b in blocks:
+            _hash_array(h, self.covmat[b, b])
+        h.update(len(self.positivity).to_bytes(8, "little"))
+        for p in self.positivity:
+            _hash_str(h, p.name)
+            _hash_array(h, p.fk)
+            _hash_array(h, p.xgrid)
+        if self.truth is None:
+            h.update(b"no truth")
+        else:
+            h.update(b"truth")
+            _hash_array(h, self.truth)
+        return h.hexdigest()

@@ -1,0 +1,76 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Replica pseudo-data and training/validation masks, reproducible per (seed, replica)."""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ._problem import Problem
+
+# Extra entropy word that separates the mask streams from the pseudo-data stream of the same
+# (seed, replica). Not 0: SeedSequence pads entropy with zeros, so [s, r, 0] == [s, r].
+_MASK_STREAM = 1
+
+
+def _check_index(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise ValueError(f"{what} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def replica_data(problem: Problem, replica: int, seed: int) -> np.ndarray:
+    """(N,) pseudo-data central + L xi of one replica, xi ~ N(0, 1).
+
+    xi comes from ``np.random.default_rng(np.random.SeedSequence([seed, replica]))``, so a
+    replica's data do not depend on which other replicas are fitted with it.
+    """
+    seed = _check_index(seed, "seed")
+    replica = _check_index(replica, "replica")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, replica]))
+    xi = rng.standard_normal(problem.n_data)
+    lower = problem.cholesky
+    out = np.array(problem.central, dtype=np.float64)
+    for b in problem.blocks():
+        out[b] += lower[b, b] @ xi[b]
+    return out
+
+
+def _n_training(n: int, fraction: float) -> int:
+    """round(fraction * n) half up, with >= 1 validation point when fraction < 1 and n > 1."""
+    if fraction >= 1.0:
+        return n
+    k = int(np.floor(fraction * n + 0.5))
+    if n > 1:
+        k = min(k, n - 1)
+    return max(k, 1)
+
+
+def training_mask(problem: Problem, replica: int, seed: int, fraction: float) -> np.ndarray:
+    """(N,) bool, True for training points: per dataset round(fraction * n_data) at random.
+
+    Each dataset draws from its own stream SeedSequence([seed, replica, 1, crc32(name)]), so a
+    dataset's mask is the same in any sub-problem (k-folds) and independent of the pseudo-data
+    fluctuations of the same replica. A dataset keeps at least one training point, and at least
+    one validation point when fraction < 1 and it has more than one point.
+    """
+    seed = _check_index(seed, "seed")
+    replica = _check_index(replica, "replica")
+    fraction = float(fraction)
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"training fraction must be in (0, 1], got {fraction}")
+    mask = np.zeros(problem.n_data, dtype=bool)
+    for dataset, s in zip(problem.datasets, problem.dataset_slices(), strict=True):
+        n = dataset.n_data
+        k = _n_training(n, fraction)
+        if k == n:
+            mask[s] = True
+            continue
+        key = zlib.crc32(dataset.name.encode("utf-8"))
+        rng = np.random.default_rng(np.random.SeedSequence([seed, replica, _MASK_STREAM, key]))
+        chosen = rng.permutation(n)[:k]
+        local = np.zeros(n, dtype=bool)
+        local[chosen] = True
+        mask[s] = local
+    return mask
