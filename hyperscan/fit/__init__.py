@@ -1,0 +1,62 @@
+"""Fitting an ensemble: compiled training loop, stopping, positivity, divergence, results."""
+
+from hyperscan.fit._fit import (
+    DIVERGED_STATUS,
+    OK,
+    POSITIVITY_VETO,
+    FitResult,
+    experimental_chi2,
+    output_xgrid,
+    run_fit,
+    trainer_settings,
+)
+from hyperscan.fit._members import MemberSpec, build_members, load_problem, replica_specs
+from hyperscan.fit._optimizers import OPTIMIZERS, clip_by_member_norm, make_optimizer
+from hyperscan.fit._output import (
+    OutputExistsError,
+    check_output_dir,
+    results_document,
+    summary,
+    write_fit,
+)
+from hyperscan.fit._progress import ProgressBar
+from hyperscan.fit._trainer import (
+    DIVERGED,
+    RUNNING,
+    STOPPED,
+    SyncReport,
+    Trainer,
+    TrainerSettings,
+    TrainingOutcome,
+)
+
+__all__ = [
+    "DIVERGED",
+    "DIVERGED_STATUS",
+    "OK",
+    "OPTIMIZERS",
+    "POSITIVITY_VETO",
+    "RUNNING",
+    "STOPPED",
+    "FitResult",
+    "MemberSpec",
+    "OutputExistsError",
+    "ProgressBar",
+    "SyncReport",
+    "Trainer",
+    "TrainerSettings",
+    "TrainingOutcome",
+    "build_members",
+    "check_output_dir",
+    "clip_by_member_norm",
+    "experimental_chi2",
+    "load_problem",
+    "make_optimizer",
+    "output_xgrid",
+    "replica_specs",
+    "results_document",
+    "run_fit",
+    "summary",
+    "trainer_settings",
+    "write_fit",
+]

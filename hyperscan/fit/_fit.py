@@ -1,0 +1,161 @@
+"""A whole fit: runcard → members → trained ensemble → FitResult."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.data import Problem
+from hyperscan.fit._members import MemberSpec, build_members, load_problem, replica_specs
+from hyperscan.fit._trainer import DIVERGED, SyncReport, Trainer, TrainerSettings
+from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
+from hyperscan.runcard import FitRuncard
+
+OK, POSITIVITY_VETO, DIVERGED_STATUS = "ok", "pos-veto", "diverged"
+CATEGORY_NAMES = {TRAINING: "training", VALIDATION: "validation", HELD_OUT: "held_out"}
+
+
+def output_xgrid() -> np.ndarray:
+    """The standard grid on which fitted PDFs are written: log below 0.1, linear above."""
+    return np.concatenate([np.geomspace(1e-5, 0.1, 60, endpoint=False), np.linspace(0.1, 1, 41)])
+
+
+@dataclass
+class FitResult:
+    """Per member (leading axis M) outcomes of a fit."""
+
+    replicas: np.ndarray  # (M,)
+    folds: np.ndarray  # (M,) -1 when nothing is held out
+    status: list[str]  # ok | pos-veto | diverged
+    best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity
+    stop_epoch: np.ndarray  # (M,) -1 when the member ran until the last epoch
+    chi2_per_point: dict[str, np.ndarray]  # training, validation, held_out, experimental: (M,)
+    dataset_names: list[str]
+    dataset_chi2_per_point: np.ndarray  # (M, n_datasets) experimental, per dataset
+    steps: int
+    seconds: float
+    interrupted: bool
+    pdf_x: np.ndarray  # (n_x,)
+    pdf: np.ndarray  # (M, n_x, 8) x·f in the fitted basis at Q0
+    params: list[np.ndarray]
+    history: list[SyncReport] = field(default_factory=list)
+
+    @property
+    def n_members(self) -> int:
+        return len(self.status)
+
+    def count(self, status: str) -> int:
+        return sum(s == status for s in self.status)
+
+
+def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
+    positivity = runcard.positivity
+    if positivity.multiplier is not None:
+        factor = positivity.multiplier
+    else:
+        updates = max(1, runcard.epochs // 100)
+        factor = (positivity.max / positivity.initial) ** (1.0 / updates)
+    clipnorm = runcard.optimizer.clipnorm
+    return TrainerSettings(
+        optimizer=runcard.optimizer.name,
+        learning_rate=np.full(n_members, runcard.optimizer.learning_rate),
+        clipnorm=np.full(n_members, np.inf if clipnorm is None else clipnorm),
+        epochs=runcard.epochs,
+        patience_steps=max(1, int(runcard.stopping.patience * runcard.epochs)),
+        threshold_chi2=runcard.stopping.threshold_chi2,
+        positivity_threshold=runcard.stopping.positivity_threshold,
+        lambda_initial=positivity.initial,
+        lambda_factor=factor,
+        max_loss=runcard.divergence.max_loss,
+        steps_per_call=runcard.training.steps_per_call,
+        jit=runcard.training.jit,
+    )
+
+
+def run_fit(
+    runcard: FitRuncard,
+    *,
+    problem: Problem | None = None,
+    members: Sequence[MemberSpec] | None = None,
+    on_sync: Callable[[SyncReport], bool | None] | None = None,
+    settings: TrainerSettings | None = None,
+    initial_params: Sequence[np.ndarray] | None = None,
+) -> FitResult:
+    """Fit the runcard's ensemble (its replicas, or the given members) in one model.
+
+    `settings` and `initial_params` override what the runcard implies; tests use them to
+    inject a diverging member.
+    """
+    started = time.perf_counter()
+    problem = problem if problem is not None else load_problem(runcard)
+    specs = list(members) if members is not None else replica_specs(runcard)
+    inputs, params = build_members(runcard, problem, specs)
+    if initial_params is not None:
+        params = list(initial_params)
+    dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
+    model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
+    settings = settings or trainer_settings(runcard, len(specs))
+    outcome = Trainer(model, settings, params).run(on_sync)
+
+    final = [tf.constant(p, dtype) for p in outcome.params]
+    observables = model.observables(final)
+    points = model.points_per_category
+    chi2 = observables.chi2.numpy() / np.maximum(points, 1)
+    positivity_ok = outcome.best_step >= 0
+    status = [
+        DIVERGED_STATUS if s == DIVERGED else (OK if ok else POSITIVITY_VETO)
+        for s, ok in zip(outcome.status, positivity_ok, strict=True)
+    ]
+    experimental, per_dataset = experimental_chi2(problem, model.predictions(final).numpy())
+    pdf_x = output_xgrid()
+    return FitResult(
+        replicas=np.array([s.replica for s in specs]),
+        folds=np.array([s.fold for s in specs]),
+        status=status,
+        best_epoch=outcome.best_step,
+        stop_epoch=outcome.stop_step,
+        chi2_per_point={
+            **{
+                name: np.where(points[:, c] > 0, chi2[:, c], np.nan)
+                for c, name in CATEGORY_NAMES.items()
+            },
+            "experimental": experimental,
+        },
+        dataset_names=[d.name for d in problem.datasets],
+        dataset_chi2_per_point=per_dataset,
+        steps=outcome.steps,
+        seconds=time.perf_counter() - started,
+        interrupted=outcome.interrupted,
+        pdf_x=pdf_x,
+        pdf=model.pdf(final, pdf_x),
+        params=outcome.params,
+        history=outcome.history,
+    )
+
+
+def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """χ² per point to the central data with the full covariance: total (M,), per dataset (M, D).
+
+    Computed in float64 on the host, block by block (the covariance is block diagonal).
+    """
+    residuals = (problem.central[None, :] - predictions).astype(np.float64)
+    total = np.zeros(predictions.shape[0])
+    for block in problem.blocks():
+        total += _chi2(problem.covmat[block, block], residuals[:, block])
+    per_dataset = np.stack(
+        [
+            _chi2(problem.covmat[s, s], residuals[:, s]) / (s.stop - s.start)
+            for s in problem.dataset_slices()
+        ],
+        axis=1,
+    )
+    return total / problem.n_data, per_dataset
+
+
+def _chi2(covmat: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+    whitened = np.linalg.solve(np.linalg.cholesky(covmat), residuals.T)
+    return np.sum(whitened**2, axis=0)

@@ -1,0 +1,72 @@
+"""From a runcard to the ensemble's members: their data, splits, preprocessing and weights."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hyperscan.data import FIT_BASIS, Problem, closure_problem, replica_data, training_mask
+from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, MemberInputs, initial_weights
+from hyperscan.runcard import FitRuncard
+
+
+@dataclass(frozen=True)
+class MemberSpec:
+    """One member of an ensemble: a replica, optionally with a fold of datasets held out."""
+
+    replica: int
+    held_out: tuple[str, ...] = ()
+    fold: int = -1
+
+
+def load_problem(runcard: FitRuncard) -> Problem:
+    closure = runcard.data.closure
+    problem = closure_problem(closure.size, level=closure.level, seed=closure.seed)
+    if runcard.data.datasets != "all":
+        problem = problem.select(list(runcard.data.datasets))
+    return problem
+
+
+def replica_specs(runcard: FitRuncard) -> list[MemberSpec]:
+    return [MemberSpec(replica) for replica in runcard.replica_ids]
+
+
+def build_members(
+    runcard: FitRuncard, problem: Problem, specs: Sequence[MemberSpec]
+) -> tuple[MemberInputs, list[np.ndarray]]:
+    """Member inputs and stacked initial weights (M, ...) for the given member specs.
+
+    Everything a member gets is drawn from seeds keyed by its replica number, so a member
+    is the same whether it is fitted alone or in an ensemble of any size.
+    """
+    seeds = runcard.seeds
+    names = [d.name for d in problem.datasets]
+    data, categories, alphas, betas, weights = [], [], [], [], []
+    for spec in specs:
+        if runcard.data.pseudodata:
+            data.append(replica_data(problem, spec.replica, seeds.data))
+        else:
+            data.append(problem.central)
+        mask = training_mask(problem, spec.replica, seeds.split, runcard.data.training_fraction)
+        member_categories = np.where(mask, TRAINING, VALIDATION)
+        for name, block in zip(names, problem.dataset_slices(), strict=True):
+            if name in spec.held_out:
+                member_categories[block] = HELD_OUT
+        categories.append(member_categories)
+        rng = np.random.default_rng(np.random.SeedSequence([seeds.network, spec.replica]))
+        ranges = [runcard.preprocessing[flavour] for flavour in FIT_BASIS]
+        alphas.append([rng.uniform(*r.alpha) for r in ranges])
+        betas.append([rng.uniform(*r.beta) for r in ranges])
+        weights.append(
+            initial_weights(runcard.architecture.nodes, runcard.architecture.initializer, rng)
+        )
+    inputs = MemberInputs(
+        data=np.array(data),
+        categories=np.array(categories),
+        alpha=np.array(alphas),
+        beta=np.array(betas),
+    )
+    stacked = [np.stack(per_layer) for per_layer in zip(*weights, strict=True)]
+    return inputs, stacked

@@ -1,0 +1,117 @@
+"""Writing a fit's results: all files appear at once or not at all."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hyperscan import __version__
+from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
+from hyperscan.fit._fit import FitResult
+
+RESULTS_FILE = "results.json"
+PDF_FILE = "pdfs.npz"
+HISTORY_FILE = "history.npz"
+RUNCARD_FILE = "runcard.yml"
+
+
+class OutputExistsError(Exception):
+    """The output folder exists and overwriting was not asked for."""
+
+
+def check_output_dir(outdir: Path, force: bool) -> None:
+    if outdir.exists() and not force:
+        raise OutputExistsError(f"{outdir} exists; use --force to replace it")
+
+
+def _finite_or_none(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def results_document(result: FitResult) -> dict:
+    members = []
+    for m in range(result.n_members):
+        members.append(
+            {
+                "replica": int(result.replicas[m]),
+                "fold": int(result.folds[m]),
+                "status": result.status[m],
+                "best_epoch": int(result.best_epoch[m]),
+                "stop_epoch": int(result.stop_epoch[m]),
+                "chi2_per_point": {
+                    name: _finite_or_none(values[m])
+                    for name, values in result.chi2_per_point.items()
+                },
+                "dataset_chi2_per_point": {
+                    name: _finite_or_none(result.dataset_chi2_per_point[m, d])
+                    for d, name in enumerate(result.dataset_names)
+                },
+            }
+        )
+    return {
+        "hyperscan_version": __version__,
+        "steps": result.steps,
+        "seconds": round(result.seconds, 3),
+        "interrupted": result.interrupted,
+        "members": members,
+    }
+
+
+def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = False) -> None:
+    """Write into a temporary sibling folder, then move it into place."""
+    outdir = Path(outdir)
+    check_output_dir(outdir, force)
+    outdir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    try:
+        (staging / RESULTS_FILE).write_text(json.dumps(results_document(result), indent=2))
+        (staging / RUNCARD_FILE).write_text(runcard_text)
+        np.savez_compressed(
+            staging / PDF_FILE,
+            x=result.pdf_x,
+            xf=result.pdf,
+            xf_flavour_basis=np.einsum("mxf,kf->mxk", result.pdf, fit_to_fk_rotation()),
+            basis=np.array(FIT_BASIS),
+            flavour_basis=np.array(FK_BASIS),
+            replicas=result.replicas,
+            status=np.array(result.status),
+        )
+        np.savez_compressed(
+            staging / HISTORY_FILE,
+            step=np.array([r.step for r in result.history]),
+            chi2_per_point=np.array([r.chi2_per_point for r in result.history]),
+            status=np.array([r.status for r in result.history]),
+        )
+        if outdir.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old.", dir=outdir.parent))
+            os.rename(outdir, retired / outdir.name)
+            os.rename(staging, outdir)
+            shutil.rmtree(retired)
+        else:
+            os.rename(staging, outdir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def summary(result: FitResult) -> str:
+    """A few lines for a person: counts by status and χ² per point across members."""
+    lines = [
+        f"{result.n_members} members, {result.steps} steps in {result.seconds:.1f} s: "
+        f"{result.count('ok')} ok, {result.count('pos-veto')} pos-veto, "
+        f"{result.count('diverged')} diverged" + (" (interrupted)" if result.interrupted else ""),
+        f"{'chi2/point':<14}{'mean':>10}{'median':>10}{'min':>10}{'max':>10}",
+    ]
+    ok = np.array([s == "ok" for s in result.status])
+    for name, values in result.chi2_per_point.items():
+        values = values[ok & np.isfinite(values)]
+        if values.size:
+            stats = (values.mean(), np.median(values), values.min(), values.max())
+            lines.append(f"{name:<14}" + "".join(f"{v:>10.4f}" for v in stats))
+    return "\n".join(lines)

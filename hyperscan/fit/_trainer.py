@@ -1,0 +1,237 @@
+"""The compiled training loop: K steps per device call, all bookkeeping per member on device."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.fit._optimizers import clip_by_member_norm, make_optimizer, member_norm, per_member
+from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
+
+RUNNING, STOPPED, DIVERGED = 0, 1, 2
+# n3fit updates the positivity multiplier every 100 steps.
+LAMBDA_UPDATE_INTERVAL = 100
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """Per-member hyperparameters are (M,) arrays so that members may differ (packed trials)."""
+
+    optimizer: str
+    learning_rate: np.ndarray  # (M,)
+    clipnorm: np.ndarray  # (M,), inf for no clipping
+    epochs: int
+    patience_steps: int
+    threshold_chi2: float  # validation χ² per point under which patience counts
+    positivity_threshold: float
+    lambda_initial: float
+    lambda_factor: float  # λ multiplied by this every LAMBDA_UPDATE_INTERVAL steps
+    max_loss: float
+    steps_per_call: int = 100
+    jit: bool = True
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What the host sees every K steps."""
+
+    step: int
+    chi2: np.ndarray  # (M, 3) training, validation, held-out at the last step's weights
+    chi2_per_point: np.ndarray  # (M, 3)
+    status: np.ndarray  # (M,) RUNNING, STOPPED, DIVERGED
+
+    @property
+    def n_running(self) -> int:
+        return int((self.status == RUNNING).sum())
+
+
+@dataclass
+class TrainingOutcome:
+    params: list[np.ndarray]  # best weights restored, (M, ...) each
+    status: np.ndarray  # (M,)
+    best_step: np.ndarray  # (M,) -1 where no step passed positivity
+    stop_step: np.ndarray  # (M,) step at which the member stopped or diverged, -1 if it ran out
+    steps: int  # steps run in total
+    interrupted: bool  # a sync callback asked to stop
+    history: list[SyncReport] = field(default_factory=list)
+
+
+class Trainer:
+    """Trains every member of an EnsembleModel at once.
+
+    The state (parameters, optimiser moments, λ, stopping counters, best-weight snapshots)
+    is a nest of (M, ...) tensors threaded through a `tf.while_loop`; frozen members (stopped
+    or diverged) keep their values through `tf.where`, so a member's trajectory is exactly
+    what it would be if it were fitted alone.
+    """
+
+    def __init__(
+        self,
+        model: EnsembleModel,
+        settings: TrainerSettings,
+        initial_params: Sequence[np.ndarray],
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        dtype = model.dtype
+        self._optimizer = make_optimizer(settings.optimizer)
+        self._lr = tf.constant(settings.learning_rate, dtype)
+        self._clipnorm = tf.constant(settings.clipnorm, dtype)
+        counts = model.points_per_category
+        self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
+        self._stopping_points = tf.constant(
+            np.where(counts[:, VALIDATION] > 0, counts[:, VALIDATION], counts[:, TRAINING]),
+            dtype,
+        )
+        params = [tf.constant(p, dtype) for p in initial_params]
+        members = model.n_members
+        self._state = {
+            "step": tf.constant(0, tf.int32),
+            "params": params,
+            "optimizer": self._optimizer.init(params),
+            "member_steps": tf.zeros([members], tf.int32),
+            "lam": tf.fill([members], tf.constant(settings.lambda_initial, dtype)),
+            "status": tf.fill([members], RUNNING),
+            "best_val": tf.fill([members], tf.constant(np.inf, dtype)),
+            "best_step": tf.fill([members], -1),
+            "since_best": tf.zeros([members], tf.int32),
+            "counting": tf.zeros([members], tf.bool),
+            "stop_step": tf.fill([members], -1),
+            "best_params": list(params),
+            "chi2": tf.zeros([members, 3], dtype),
+        }
+        self._run_steps = tf.function(self._steps, jit_compile=settings.jit)
+
+    def _steps(self, state: dict, n_steps: tf.Tensor) -> dict:
+        def running(i, s):
+            return tf.logical_and(i < n_steps, tf.reduce_any(s["status"] == RUNNING))
+
+        def body(i, s):
+            return i + 1, self._step(s)
+
+        _, state = tf.while_loop(running, body, (tf.constant(0), state))
+        return state
+
+    def _step(self, s: dict) -> dict:
+        cfg = self.settings
+        params = s["params"]
+        active = s["status"] == RUNNING
+        with tf.GradientTape() as tape:
+            tape.watch(params)
+            observables = self.model.observables(params)
+            loss = observables.chi2[:, TRAINING] + s["lam"] * observables.positivity
+            # Members' parameters are disjoint, so d(Σ loss)/dθ_m = dloss_m/dθ_m, and a
+            # non-finite member cannot leak into the others' gradients.
+            total = tf.reduce_sum(loss)
+        grads = tape.gradient(total, params)
+        norm = member_norm(grads)
+
+        healthy = tf.math.is_finite(loss) & (loss <= cfg.max_loss) & tf.math.is_finite(norm)
+        diverged = active & ~healthy
+        alive = active & healthy
+
+        # Stopping looks at the weights this step started from (one forward pass per step).
+        chi2 = observables.chi2
+        validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
+        positivity_ok = observables.positivity < cfg.positivity_threshold
+        improved = alive & positivity_ok & (validation < s["best_val"])
+        counting = s["counting"] | (
+            alive & (validation / self._stopping_points < cfg.threshold_chi2)
+        )
+        has_best = (s["best_step"] >= 0) | improved
+        since_best = tf.where(
+            improved,
+            0,
+            tf.where(alive & counting & has_best, s["since_best"] + 1, s["since_best"]),
+        )
+        stopped = alive & (since_best >= cfg.patience_steps)
+
+        clipped = clip_by_member_norm(grads, norm, self._clipnorm)
+        new_params, new_optimizer = self._optimizer.update(
+            params, clipped, s["optimizer"], s["member_steps"], self._lr
+        )
+        finite = tf.reduce_all(
+            tf.stack(
+                [
+                    tf.reduce_all(tf.math.is_finite(p), axis=list(range(1, p.shape.rank)))
+                    for p in new_params
+                ]
+            ),
+            axis=0,
+        )
+        diverged = diverged | (alive & ~stopped & ~finite)
+        apply = alive & ~stopped & finite
+
+        def keep(new, old):
+            return tf.where(per_member(apply, new), new, old)
+
+        step = s["step"]
+        lambda_due = (step + 1) % LAMBDA_UPDATE_INTERVAL == 0
+        return {
+            "step": step + 1,
+            "params": [keep(n, o) for n, o in zip(new_params, params, strict=True)],
+            "optimizer": tf.nest.map_structure(keep, new_optimizer, s["optimizer"]),
+            "member_steps": s["member_steps"] + tf.cast(apply, tf.int32),
+            "lam": tf.where(apply & lambda_due, s["lam"] * cfg.lambda_factor, s["lam"]),
+            "status": tf.where(diverged, DIVERGED, tf.where(stopped, STOPPED, s["status"])),
+            "best_val": tf.where(improved, validation, s["best_val"]),
+            "best_step": tf.where(improved, step, s["best_step"]),
+            "since_best": since_best,
+            "counting": counting,
+            "stop_step": tf.where(diverged | stopped, step, s["stop_step"]),
+            "best_params": [
+                tf.where(per_member(improved, p), p, best)
+                for p, best in zip(params, s["best_params"], strict=True)
+            ],
+            "chi2": tf.where(active[:, None], chi2, s["chi2"]),
+        }
+
+    def run(
+        self,
+        on_sync: Callable[[SyncReport], bool | None] | None = None,
+    ) -> TrainingOutcome:
+        """Train until every member stopped or diverged, or the epochs run out.
+
+        `on_sync` is called every K steps with a SyncReport; returning True stops the fit
+        (the scan service prunes trials this way).
+        """
+        cfg = self.settings
+        state = self._state
+        history: list[SyncReport] = []
+        interrupted = False
+        points = self.model.points_per_category
+        while int(state["step"]) < cfg.epochs:
+            n_steps = min(cfg.steps_per_call, cfg.epochs - int(state["step"]))
+            state = self._run_steps(state, tf.constant(n_steps, tf.int32))
+            chi2 = state["chi2"].numpy()
+            report = SyncReport(
+                step=int(state["step"]),
+                chi2=chi2,
+                chi2_per_point=chi2 / np.maximum(points, 1),
+                status=state["status"].numpy(),
+            )
+            history.append(report)
+            if on_sync is not None and on_sync(report):
+                interrupted = True
+                break
+            if report.n_running == 0:
+                break
+        self._state = state
+        best_step = state["best_step"].numpy()
+        restore = best_step >= 0
+        params = [
+            np.where(restore.reshape((-1,) + (1,) * (p.ndim - 1)), best.numpy(), p.numpy())
+            for p, best in zip(state["params"], state["best_params"], strict=True)
+        ]
+        return TrainingOutcome(
+            params=params,
+            status=state["status"].numpy(),
+            best_step=best_step,
+            stop_step=state["stop_step"].numpy(),
+            steps=int(state["step"]),
+            interrupted=interrupted,
+            history=history,
+        )

@@ -1,0 +1,28 @@
+"""The ensemble model: a PDF per member, its observables and χ², all with a member axis."""
+
+from hyperscan.model._chi2 import HELD_OUT, TRAINING, VALIDATION
+from hyperscan.model._ensemble import (
+    VALENCE_SUM_RULES,
+    EnsembleModel,
+    MemberInputs,
+    Observables,
+    preprocessing,
+)
+from hyperscan.model._network import ACTIVATIONS, initial_weights, layer_sizes
+from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+
+__all__ = [
+    "ACTIVATIONS",
+    "HELD_OUT",
+    "TRAINING",
+    "VALENCE_SUM_RULES",
+    "VALIDATION",
+    "EnsembleModel",
+    "MemberInputs",
+    "Observables",
+    "Quadrature",
+    "initial_weights",
+    "layer_sizes",
+    "preprocessing",
+    "sum_rule_quadrature",
+]

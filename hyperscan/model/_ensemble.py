@@ -1,0 +1,161 @@
+"""The ensemble PDF model: network → preprocessing → sum rules → observables → χ² per member."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
+from hyperscan.model._chi2 import N_CATEGORIES, chi2_by_category, whitened_residuals
+from hyperscan.model._chi2 import whitening_segments as _whitening_segments
+from hyperscan.model._network import forward, network_features
+from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+
+# Sum rules: ∫V = 3, ∫V3 = 1, ∫V8 = 3 (number of valence quarks), momentum ∫x(Σ + g) = 1.
+VALENCE_SUM_RULES = {"V": 3.0, "V3": 1.0, "V8": 3.0}
+_SIGMA, _GLUON = FIT_BASIS.index("Sigma"), FIT_BASIS.index("g")
+# n3fit's positivity penalty: elu(-y) with a tiny slope on the allowed side.
+POSITIVITY_ELU_ALPHA = 1e-7
+
+
+@dataclass(frozen=True)
+class MemberInputs:
+    """Everything that differs between members, each row one member."""
+
+    data: np.ndarray  # (M, N) the member's pseudodata
+    categories: np.ndarray  # (M, N) TRAINING, VALIDATION or HELD_OUT per point
+    alpha: np.ndarray  # (M, 8) small-x preprocessing exponents
+    beta: np.ndarray  # (M, 8) large-x preprocessing exponents
+
+    @property
+    def n_members(self) -> int:
+        return self.data.shape[0]
+
+
+@dataclass(frozen=True)
+class Observables:
+    chi2: tf.Tensor  # (M, 3) training, validation, held-out
+    positivity: tf.Tensor  # (M,) penalty before the multiplier λ
+
+
+def preprocessing(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """x^(1-α) (1-x)^β: (n_x,), (M, 8), (M, 8) → (M, n_x, 8). Fixed, not trained (NNPDF4.0)."""
+    x = x[None, :, None]
+    with np.errstate(divide="ignore"):
+        return np.exp((1.0 - alpha[:, None, :]) * np.log(x) + beta[:, None, :] * np.log1p(-x))
+
+
+class EnsembleModel:
+    """All members of an ensemble as one computation with a leading member axis.
+
+    Holds the constants (x grids, FK tables rotated to the fitted basis, whitening factors,
+    pseudodata); the trainable parameters are passed in, so the compiled training loop can
+    carry them as loop variables.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        members: MemberInputs,
+        activations: Sequence[str],
+        dtype: tf.DType = tf.float64,
+        quadrature: Quadrature | None = None,
+    ) -> None:
+        self.problem = problem
+        self.activations = tuple(activations)
+        self.dtype = dtype
+        self.n_members = members.n_members
+        self.alpha, self.beta = members.alpha, members.beta
+        quadrature = quadrature or sum_rule_quadrature()
+        self._quadrature = quadrature
+
+        grids = [d.xgrid for d in problem.datasets] + [p.xgrid for p in problem.positivity]
+        self.xgrid = np.unique(np.concatenate(grids))
+        x_all = np.concatenate([self.xgrid, quadrature.x])
+        self._features = self._constant(network_features(x_all))
+        self._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
+        self._number_weights = self._constant(quadrature.number_weights)
+        self._momentum_weights = self._constant(quadrature.momentum_weights)
+
+        self._fk = self._constant(self._flat_fk([(d.fk, d.xgrid) for d in problem.datasets]))
+        self._positivity_fk = (
+            self._constant(self._flat_fk([(p.fk, p.xgrid) for p in problem.positivity]))
+            if problem.positivity
+            else None
+        )
+        self._data = self._constant(members.data)
+        segments, row_categories = _whitening_segments(
+            problem.covmat, problem.blocks(), members.categories
+        )
+        self._segments = [(s.start, s.stop, self._constant(s.whitening)) for s in segments]
+        onehot = np.eye(N_CATEGORIES)[row_categories]
+        self._row_onehot = self._constant(onehot)
+        self.points_per_category = onehot.sum(axis=1)  # (M, 3)
+
+    def _constant(self, value: np.ndarray) -> tf.Tensor:
+        return tf.constant(value, dtype=self.dtype)
+
+    def _flat_fk(self, tables: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+        """FK tables (n, 14, n_x) → one (P·8, n_total) matrix on the union grid, fitted basis.
+
+        The flavour rotation is linear, so it is folded into the tables once instead of
+        rotating the PDF every step; all datasets then contract in one matrix product.
+        """
+        rotation = fit_to_fk_rotation()
+        columns = []
+        for fk, xgrid in tables:
+            fk_fit = np.einsum("nka,kf->naf", fk, rotation)
+            on_union = np.zeros((fk.shape[0], self.xgrid.size, len(FIT_BASIS)))
+            on_union[:, np.searchsorted(self.xgrid, xgrid), :] = fk_fit
+            columns.append(on_union.reshape(fk.shape[0], -1))
+        return np.concatenate(columns).T
+
+    def _normalised_pdf(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
+        """x·f in the fitted basis on the union grid: (M, P, 8)."""
+        raw = forward(params, self._features, self.activations) * self._preprocessing
+        n_grid = self.xgrid.size
+        norm = self._sum_rule_factors(raw[:, n_grid:, :])
+        return raw[:, :n_grid, :] * norm[:, None, :]
+
+    def _sum_rule_factors(self, xf_nodes: tf.Tensor) -> tf.Tensor:
+        """x·f on the quadrature nodes (M, I, 8) → normalisation factors (M, 8)."""
+        number = tf.einsum("mif,i->mf", xf_nodes, self._number_weights)
+        momentum = tf.einsum("mif,i->mf", xf_nodes, self._momentum_weights)
+        ones = tf.ones_like(number[:, 0])
+        factors = []
+        for index, name in enumerate(FIT_BASIS):
+            if name == "g":
+                factors.append((1.0 - momentum[:, _SIGMA]) / momentum[:, _GLUON])
+            elif name in VALENCE_SUM_RULES:
+                factors.append(VALENCE_SUM_RULES[name] / number[:, index])
+            else:
+                factors.append(ones)
+        return tf.stack(factors, axis=1)
+
+    def predictions(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
+        """Theory predictions for every data point: (M, N)."""
+        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
+        return flat @ self._fk
+
+    def observables(self, params: Sequence[tf.Tensor]) -> Observables:
+        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
+        residuals = self._data - flat @ self._fk
+        chi2 = chi2_by_category(whitened_residuals(residuals, self._segments), self._row_onehot)
+        if self._positivity_fk is None:
+            return Observables(chi2, tf.zeros_like(chi2[:, 0]))
+        values = -(flat @ self._positivity_fk)
+        penalty = tf.nn.relu(values) + POSITIVITY_ELU_ALPHA * (
+            tf.exp(tf.minimum(values, 0.0)) - 1.0
+        )
+        return Observables(chi2, tf.reduce_sum(penalty, axis=1))
+
+    def pdf(self, params: Sequence[tf.Tensor], x: np.ndarray) -> np.ndarray:
+        """Normalised x·f in the fitted basis at any x: (M, n_x, 8), as numpy."""
+        x_all = np.concatenate([x, self._quadrature.x])
+        prep = self._constant(preprocessing(x_all, self.alpha, self.beta))
+        raw = forward(params, self._constant(network_features(x_all)), self.activations) * prep
+        norm = self._sum_rule_factors(raw[:, x.size :, :])
+        return (raw[:, : x.size, :] * norm[:, None, :]).numpy()

@@ -1,0 +1,93 @@
+"""The member-batched network: weights (members, in, out), pure functions of the parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+N_INPUTS = 2  # (x, ln x)
+N_OUTPUTS = 8  # the fitted evolution basis
+
+ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
+    "tanh": tf.tanh,
+    "sigmoid": tf.sigmoid,
+    "relu": tf.nn.relu,
+    "elu": tf.nn.elu,
+    "softplus": tf.nn.softplus,
+    "linear": tf.identity,
+}
+
+# Keras draws its "normal" initialisers from a normal truncated at 2σ, rescaled by this factor
+# so that the truncated distribution keeps the nominal variance.
+_TRUNCATED_NORMAL_STD = 0.87962566103423978
+
+
+def layer_sizes(nodes: Sequence[int]) -> list[int]:
+    return [N_INPUTS, *nodes, N_OUTPUTS]
+
+
+def initial_weights(
+    nodes: Sequence[int], initializer: str, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """One member's [kernel, bias, kernel, bias, ...], drawn from its own generator.
+
+    Drawn in numpy rather than TensorFlow so that a member's start does not depend on how many
+    members are batched with it, nor on TensorFlow's global random state.
+    """
+    sizes = layer_sizes(nodes)
+    weights: list[np.ndarray] = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        weights.append(_draw_kernel(initializer, fan_in, fan_out, rng))
+        weights.append(np.zeros(fan_out))
+    return weights
+
+
+def _draw_kernel(name: str, fan_in: int, fan_out: int, rng: np.random.Generator) -> np.ndarray:
+    shape = (fan_in, fan_out)
+    if name == "glorot_uniform":
+        limit = np.sqrt(6.0 / (fan_in + fan_out))
+        return rng.uniform(-limit, limit, shape)
+    if name == "he_uniform":
+        limit = np.sqrt(6.0 / fan_in)
+        return rng.uniform(-limit, limit, shape)
+    scales = {
+        "glorot_normal": 2.0 / (fan_in + fan_out),
+        "he_normal": 2.0 / fan_in,
+        "lecun_normal": 1.0 / fan_in,
+    }
+    if name not in scales:
+        raise ValueError(f"unknown initializer {name!r}")
+    return _truncated_normal(shape, np.sqrt(scales[name]) / _TRUNCATED_NORMAL_STD, rng)
+
+
+def _truncated_normal(shape: tuple[int, int], std: float, rng: np.random.Generator) -> np.ndarray:
+    values = rng.standard_normal(shape)
+    outside = np.abs(values) > 2.0
+    while outside.any():
+        values[outside] = rng.standard_normal(int(outside.sum()))
+        outside = np.abs(values) > 2.0
+    return values * std
+
+
+def network_features(x: np.ndarray) -> np.ndarray:
+    """(n_x,) → (n_x, 2): the network sees x and ln x."""
+    return np.stack([x, np.log(x)], axis=-1)
+
+
+def forward(
+    params: Sequence[tf.Tensor], features: tf.Tensor, activations: Sequence[str]
+) -> tf.Tensor:
+    """params [(M, in, out), (M, out), ...], features (P, 2) → raw output (M, P, 8).
+
+    Members share the input and nothing else, so each member's output depends on its own
+    weights only: batching cannot couple them.
+    """
+    kernel, bias = params[0], params[1]
+    hidden = tf.einsum("pi,mio->mpo", features, kernel) + bias[:, None, :]
+    for layer, activation in enumerate(activations, start=1):
+        hidden = ACTIVATIONS[activation](hidden)
+        kernel, bias = params[2 * layer], params[2 * layer + 1]
+        hidden = tf.einsum("mpi,mio->mpo", hidden, kernel) + bias[:, None, :]
+    return hidden

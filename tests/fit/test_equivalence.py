@@ -1,0 +1,106 @@
+"""The equivalences hyperscan promises: batched = separate, K steps per call = 1, XLA = eager."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hyperscan.fit import build_members, load_problem, replica_specs, run_fit, trainer_settings
+from hyperscan.model import EnsembleModel
+
+
+def _gradient_norms(card):
+    problem = load_problem(card)
+    inputs, params = build_members(card, problem, replica_specs(card))
+    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    params = [tf.constant(p) for p in params]
+    with tf.GradientTape() as tape:
+        tape.watch(params)
+        loss = tf.reduce_sum(model.observables(params).chi2[:, 0])
+    grads = tape.gradient(loss, params)
+    return np.sqrt(sum(np.sum(g.numpy() ** 2, axis=tuple(range(1, g.ndim))) for g in grads))
+
+
+STABLE = {
+    "replicas": [1, 2, 4, 5],
+    "optimizer": {"name": "nadam", "learning_rate": 0.005, "clipnorm": 0.1},
+}
+
+
+@pytest.fixture(scope="module")
+def batched(make_card):
+    card = make_card(**STABLE)
+    return card, run_fit(card)
+
+
+def test_clipping_and_stopping_are_exercised(batched):
+    card, result = batched
+    assert np.all(_gradient_norms(card) > 10 * card.optimizer.clipnorm)
+    assert np.all(result.stop_epoch >= 0), "every member should stop before the last epoch"
+    assert len(set(result.stop_epoch.tolist())) > 1, "members should stop at different epochs"
+    assert result.status == ["ok"] * 4
+
+
+def test_batched_fit_equals_separate_fits(batched, make_card):
+    """A batch changes the shape of the FK contraction (a GEMM over members), hence its
+    summation order, by one rounding (1e-16). Trajectories that stay well conditioned agree
+    to 1e-6; a replica whose training is chaotic (replica 3 here, which never satisfies
+    positivity while λ grows) amplifies rounding as it would between two machines, so the
+    exact, bitwise statement of independence is test_members_never_couple."""
+    card, result = batched
+    for m, replica in enumerate(card.replica_ids):
+        alone = run_fit(make_card(**{**STABLE, "replicas": [replica]}))
+        assert alone.best_epoch[0] == result.best_epoch[m]
+        assert alone.stop_epoch[0] == result.stop_epoch[m]
+        assert alone.status[0] == result.status[m]
+        for batched_weights, alone_weights in zip(result.params, alone.params, strict=True):
+            np.testing.assert_allclose(batched_weights[m], alone_weights[0], rtol=0, atol=1e-6)
+        for name, values in result.chi2_per_point.items():
+            np.testing.assert_allclose(values[m], alone.chi2_per_point[name][0], rtol=1e-6)
+
+
+def test_members_never_couple(make_card):
+    """Same batch shape, one member sabotaged (NaN weights, then an absurd learning rate):
+    every other member's trajectory is bitwise the same, stops and chaotic members included."""
+    card = make_card(replicas=[1, 2, 3, 4])
+    reference = run_fit(card)
+    problem = load_problem(card)
+    _, params = build_members(card, problem, replica_specs(card))
+    params[2][1] = np.nan
+    poisoned = run_fit(card, initial_params=params)
+    settings = dataclasses.replace(
+        trainer_settings(card, 4), learning_rate=np.array([0.02, 1e12, 0.02, 0.02])
+    )
+    exploded = run_fit(card, settings=settings)
+    assert poisoned.status[1] == exploded.status[1] == "diverged"
+    assert reference.status[1] != "diverged"
+    others = [0, 2, 3]
+    for sabotaged in (poisoned, exploded):
+        np.testing.assert_array_equal(sabotaged.best_epoch[others], reference.best_epoch[others])
+        np.testing.assert_array_equal(sabotaged.stop_epoch[others], reference.stop_epoch[others])
+        for a, b in zip(sabotaged.params, reference.params, strict=True):
+            np.testing.assert_array_equal(a[others], b[others])
+
+
+def test_steps_per_call_do_not_change_results(batched, make_card):
+    _, result = batched
+    one_step = run_fit(make_card(**STABLE, training={"steps_per_call": 1}))
+    np.testing.assert_array_equal(one_step.best_epoch, result.best_epoch)
+    np.testing.assert_array_equal(one_step.stop_epoch, result.stop_epoch)
+    for a, b in zip(one_step.params, result.params, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+
+
+def test_compiled_loop_equals_eager_loop(make_card):
+    card = make_card(epochs=60, training={"steps_per_call": 20})
+    compiled = run_fit(card)
+    tf.config.run_functions_eagerly(True)
+    try:
+        eager = run_fit(card)
+    finally:
+        tf.config.run_functions_eagerly(False)
+    for a, b in zip(compiled.params, eager.params, strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)

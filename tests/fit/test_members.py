@@ -1,0 +1,75 @@
+"""Stopping, positivity veto and divergence act on each member alone."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from hyperscan.data import FIT_BASIS
+from hyperscan.fit import build_members, load_problem, replica_specs, run_fit, trainer_settings
+
+
+def _settings(card, **changes):
+    return dataclasses.replace(trainer_settings(card, len(card.replica_ids)), **changes)
+
+
+def _constant_pdf_weights(card, sigma_bias: float, gluon_bias: float):
+    """Weights whose PDF is the preprocessing alone, scaled by the output biases."""
+    problem = load_problem(card)
+    _, params = build_members(card, problem, replica_specs(card)[:1])
+    params = [np.zeros_like(p) for p in params]
+    params[-1][0, FIT_BASIS.index("Sigma")] = sigma_bias
+    params[-1][0, FIT_BASIS.index("g")] = gluon_bias
+    for name in ("V", "V3", "V8"):
+        params[-1][0, FIT_BASIS.index(name)] = 1.0
+    return params
+
+
+def test_a_member_that_cannot_improve_stops_after_patience(make_card):
+    card = make_card(
+        replicas=[1, 2],
+        epochs=300,
+        optimizer={"name": "adam", "clipnorm": None},
+        stopping={"threshold_chi2": 1e6},
+    )
+    start = _constant_pdf_weights(card, sigma_bias=1.0, gluon_bias=1.0)
+    params = [np.concatenate([p, p]) for p in start]
+    settings = _settings(card, learning_rate=np.array([0.0, 1e-3]), patience_steps=30)
+    result = run_fit(card, settings=settings, initial_params=params)
+    # Member 0 never moves: its first step is its best, and patience runs out 30 steps later.
+    assert result.best_epoch[0] == 0
+    assert result.stop_epoch[0] == 30
+    assert result.best_epoch[1] > 30
+    assert result.status == ["ok", "ok"]
+
+
+def test_positivity_veto_is_per_member(make_card):
+    card = make_card(replicas=[1, 2], epochs=50, optimizer={"name": "sgd", "clipnorm": None})
+    negative = _constant_pdf_weights(card, sigma_bias=-1.0, gluon_bias=1.0)
+    positive = _constant_pdf_weights(card, sigma_bias=1.0, gluon_bias=1.0)
+    params = [np.concatenate([n, p]) for n, p in zip(negative, positive, strict=True)]
+    settings = _settings(card, learning_rate=np.array([0.0, 0.0]))
+    result = run_fit(card, settings=settings, initial_params=params)
+    assert result.status == ["pos-veto", "ok"]
+    assert result.best_epoch.tolist() == [-1, 0]
+
+
+def test_a_nan_member_is_flagged_at_once_and_the_others_finish(make_card):
+    card = make_card(replicas=[1, 2, 4], epochs=200)
+    problem = load_problem(card)
+    _, params = build_members(card, problem, replica_specs(card))
+    params[0][1] = np.nan
+    result = run_fit(card, initial_params=params)
+    assert result.status == ["ok", "diverged", "ok"]
+    assert result.stop_epoch.tolist()[1] == 0
+    assert np.isfinite(result.chi2_per_point["training"][[0, 2]]).all()
+
+
+def test_an_exploding_member_is_flagged_and_the_others_finish(make_card):
+    card = make_card(replicas=[1, 2, 4], epochs=200)
+    settings = _settings(card, learning_rate=np.array([0.005, 1e12, 0.005]))
+    result = run_fit(card, settings=settings)
+    assert result.status == ["ok", "diverged", "ok"]
+    assert 0 <= result.stop_epoch[1] < 5
+    assert np.isfinite(result.chi2_per_point["training"][[0, 2]]).all()
