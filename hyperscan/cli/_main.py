@@ -1,0 +1,74 @@
+"""Click group and commands. Heavy imports (TensorFlow, Optuna) happen inside commands so
+that `hyperscan --help` answers at once."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hyperscan import __version__
+from hyperscan.cli._tensorflow import import_tensorflow
+
+USAGE_ERROR = 2
+
+
+def fail(message: str) -> None:
+    """A user mistake: one clear message, exit code 2, no traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(USAGE_ERROR)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hyperscan")
+def main() -> None:
+    """Hyperparameter scans of batched neural-network PDF fits."""
+
+
+@main.command()
+@click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Folder for results.json, pdfs.npz, history.npz and the runcard used.",
+)
+@click.option("--force", is_flag=True, help="Replace OUTDIR if it exists.")
+@click.option(
+    "--progress/--no-progress",
+    default=True,
+    show_default=True,
+    help="Show a progress bar on stderr.",
+)
+def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
+    """Fit the ensemble of replicas described by RUNCARD.
+
+    \b
+    Example:
+      hyperscan fit studies/quickstart-fit.yml -o runs/quickstart
+    """
+    from hyperscan.runcard import RuncardError, dump_runcard, load_fit_runcard
+
+    try:
+        card = load_fit_runcard(runcard)
+    except RuncardError as error:
+        fail(str(error))
+    if outdir.exists() and not force:
+        fail(f"{outdir} exists; use --force to replace it")
+
+    import_tensorflow()
+    from hyperscan.fit import ProgressBar, run_fit, summary, write_fit
+
+    bar = ProgressBar(card.epochs, len(card.replica_ids), enabled=progress)
+    try:
+        result = run_fit(card, on_sync=bar)
+    finally:
+        bar.close()
+    write_fit(
+        result, dump_runcard(card, header=f"fitted by hyperscan {__version__}"), outdir, force=force
+    )
+    click.echo(summary(result))
+    click.echo(f"results in {outdir}/")

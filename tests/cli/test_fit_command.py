@@ -1,0 +1,87 @@
+"""`hyperscan fit` as a user runs it: files written atomically, clear errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hyperscan.cli import main
+
+TINY = {
+    "data": {"closure": {"size": "tiny", "level": 1}},
+    "replicas": 2,
+    "architecture": {"nodes": [8], "activations": ["tanh"]},
+    "epochs": 100,
+    "training": {"steps_per_call": 50},
+}
+
+
+def _write(path, card):
+    path.write_text(yaml.safe_dump(card))
+    return path
+
+
+def test_fit_writes_results_pdfs_and_runcard(tmp_path):
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    outdir = tmp_path / "out"
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "2 members" in result.output and "chi2/point" in result.output
+
+    document = json.loads((outdir / "results.json").read_text())
+    assert [m["replica"] for m in document["members"]] == [1, 2]
+    for member in document["members"]:
+        assert member["status"] in {"ok", "pos-veto", "diverged"}
+        assert set(member["chi2_per_point"]) >= {"training", "validation", "experimental"}
+        assert member["best_epoch"] >= -1
+    pdfs = np.load(outdir / "pdfs.npz")
+    assert pdfs["xf"].shape == (2, pdfs["x"].size, 8)
+    assert np.isfinite(pdfs["xf"]).all()
+    assert yaml.safe_load((outdir / "runcard.yml").read_text())["epochs"] == 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.yml", "out"]
+
+
+def test_existing_output_is_refused_without_force(tmp_path):
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    (outdir / "keep.txt").write_text("precious")
+    refused = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir)])
+    assert refused.exit_code == 2
+    assert "--force" in refused.output
+    assert (outdir / "keep.txt").read_text() == "precious"
+
+    forced = CliRunner().invoke(
+        main, ["fit", str(runcard), "-o", str(outdir), "--force", "--no-progress"]
+    )
+    assert forced.exit_code == 0, forced.output
+    assert not (outdir / "keep.txt").exists()
+    assert (outdir / "results.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("card", "fragment"),
+    [
+        ({"epochs": "many"}, "epochs"),
+        ({"optimizer": {"name": "adamw"}}, "optimizer.name"),
+        ({"replicas": 0}, "replicas"),
+        ({"learning_rate": 0.1}, "learning_rate"),
+    ],
+)
+def test_bad_runcard_exits_2_with_the_key_and_no_traceback(tmp_path, card, fragment):
+    runcard = _write(tmp_path / "bad.yml", card)
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert str(runcard) in result.output and fragment in result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_runcard_exits_2(tmp_path):
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "nope.yml"), "-o", "out"])
+    assert result.exit_code == 2
+    assert "nope.yml" in result.output
