@@ -1,0 +1,762 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Typed schema of a *scan* runcard: a fit runcard plus a ``scan:`` section.
+
+The fit part is the base runcard of every trial; ``scan.space`` says which of its settings a
+trial draws, and from what. The space is checked against the fit schema when the runcard is
+loaded (the setting exists, is a single value, the range has its type and lies inside its
+allowed values, every choice is valid), so that a mistake costs seconds instead of a study whose
+trials all fail. Errors use the fit runcard's machinery: key paths and plain sentences.
+
+Dataset names in ``scan.folds`` can only be checked against ``data.datasets`` here; whether they
+exist in the data is checked by the scan service, which knows the data.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import functools
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import (
+    AfterValidator,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails
+
+from ._load import (
+    _describe,
+    _is_model,
+    _join_key,
+    _load,
+    _message,
+    _number,
+    _parse,
+    _parse_yaml,
+    _problems,
+    _read,
+    _unwrap,
+    _validate,
+)
+from ._schema import (
+    UNION_ERROR,
+    Activation,
+    Architecture,
+    Bool,
+    FitRuncard,
+    Float,
+    Int,
+    OptimizerName,
+    PositiveFloat,
+    PositiveInt,
+    Seed,
+    Str,
+    _is_sequence,
+    _Section,
+    _unique,
+    rule_error,
+)
+
+__all__ = [
+    "Choices",
+    "Distribution",
+    "ObjectiveSection",
+    "OptimizerSpace",
+    "PrunerSection",
+    "Range",
+    "SamplerSection",
+    "ScanDivergenceSection",
+    "ScanRuncard",
+    "ScanSection",
+    "SpaceSection",
+    "fit_part",
+    "load_runcard",
+    "load_scan_runcard",
+    "parse_scan_runcard",
+    "scan_runcard_from_dict",
+    "with_settings",
+]
+
+
+def _fail(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None:
+    """Raise every problem at once, each at its location relative to the validated object.
+
+    pydantic merges a ``ValidationError`` raised inside a validator into the enclosing one, so a
+    user sees all mistakes of a section rather than the first.
+    """
+    details = [
+        InitErrorDetails(type=rule_error(message), loc=loc, input=value)
+        for loc, message in problems
+    ]
+    if details:
+        raise ValidationError.from_exception_data("runcard", details)
+
+
+def _show(value: Any) -> str:
+    """A value as written in YAML: 1e-05, 'tanh', null, true."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    return _number(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Distributions
+
+
+def _number_form(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    return None
+
+
+def _choice_form(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "bool"
+    return _number_form(value) or ("str" if isinstance(value, str) else None)
+
+
+#: A range bound: an integer bound stays an integer (an integer setting is drawn as one).
+Number = Annotated[
+    Annotated[Int, Tag("int")] | Annotated[Float, Tag("float")],
+    Discriminator(
+        _number_form,
+        custom_error_type=UNION_ERROR,
+        custom_error_message="expected a number",
+    ),
+]
+Step = Annotated[
+    Annotated[PositiveInt, Tag("int")] | Annotated[PositiveFloat, Tag("float")],
+    Discriminator(
+        _number_form,
+        custom_error_type=UNION_ERROR,
+        custom_error_message="expected a positive number",
+    ),
+]
+#: One value of a categorical distribution (the types Optuna stores).
+Choice = (
+    Annotated[
+        Annotated[Bool, Tag("bool")]
+        | Annotated[Int, Tag("int")]
+        | Annotated[Float, Tag("float")]
+        | Annotated[Str, Tag("str")],
+        Discriminator(
+            _choice_form,
+            custom_error_type=UNION_ERROR,
+            custom_error_message="expected a number, a string, a boolean or null",
+        ),
+    ]
+    | None
+)
+
+
+class Range(_Section):
+    """A numeric range. Integer bounds are drawn as integers (``suggest_int``), others as floats.
+
+    After validation a range for a float setting has float bounds, so the bound type alone tells
+    how it is drawn.
+    """
+
+    low: Number
+    high: Number
+    #: Draw uniformly in log(value) (learning rates, penalties spanning decades).
+    log: Bool = False
+    #: Draw only low, low + step, ...; not with ``log``.
+    step: Step | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Range:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if not self.low < self.high:
+            hint = (
+                " (to fix the value, set it in the base runcard)" if self.low == self.high else ""
+            )
+            problems.append(
+                (
+                    ("high",),
+                    f"expected low < high, got low {_number(self.low)} >= "
+                    f"high {_number(self.high)}{hint}",
+                )
+            )
+        if self.log and self.low <= 0:
+            problems.append((("low",), f"a log range needs low > 0, got low {_number(self.low)}"))
+        if self.log and self.step is not None:
+            problems.append((("step",), "'step' cannot be combined with 'log: true'"))
+        elif self.step is not None and self.low < self.high:
+            count = (self.high - self.low) / self.step
+            if not math.isclose(count, round(count), rel_tol=1e-9, abs_tol=1e-9):
+                problems.append(
+                    (
+                        ("step",),
+                        f"high - low ({_number(self.high - self.low)}) must be a multiple "
+                        f"of step ({_number(self.step)})",
+                    )
+                )
+        _fail(problems, self)
+        return self
+
+    @property
+    def is_int(self) -> bool:
+        """Drawn as an integer (only ranges of integer settings keep integer bounds)."""
+        return isinstance(self.low, int) and isinstance(self.high, int)
+
+
+class Choices(_Section):
+    """A categorical distribution: one of the listed values."""
+
+    choices: Annotated[tuple[Choice, ...], Field(min_length=1), AfterValidator(_unique)]
+
+
+def _distribution_form(value: Any) -> str | None:
+    if isinstance(value, Choices) or (isinstance(value, dict) and "choices" in value):
+        return "categorical"
+    if isinstance(value, Range | dict):
+        return "range"
+    return None
+
+
+Distribution = Annotated[
+    Annotated[Range, Tag("range")] | Annotated[Choices, Tag("categorical")],
+    Discriminator(
+        _distribution_form,
+        custom_error_type=UNION_ERROR,
+        custom_error_message="expected a range {low, high} (with optional log, step) "
+        "or {choices: [...]}",
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------------
+# What a distribution may target
+
+
+@dataclass(frozen=True)
+class _Target:
+    """A searchable setting as far as a distribution is concerned."""
+
+    name: str  # how messages name it
+    kind: str  # int | float | bool | str | choice
+    adapter: TypeAdapter[Any]
+    leaf: Any  # the unwrapped type, for listing a Literal's values
+
+
+def _target_from(name: str, annotation: Any) -> _Target:
+    leaf, _ = _unwrap(annotation)
+    if get_origin(leaf) is Literal:
+        kind = "choice"
+    else:
+        kind = {bool: "bool", int: "int", float: "float", str: "str"}.get(leaf, "")
+    return _Target(name, kind, TypeAdapter(annotation), leaf)
+
+
+@functools.cache
+def _fit_settings() -> dict[str, Any]:
+    """Every field of the fit runcard reachable through sections, by dotted path: annotation."""
+    found: dict[str, Any] = {}
+
+    def walk(model: Any, prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            path = _join_key(prefix, name)
+            annotation = (
+                Annotated[(field.annotation, *field.metadata)]
+                if field.metadata
+                else field.annotation
+            )
+            leaf, _ = _unwrap(annotation)
+            found[path] = annotation
+            if _is_model(leaf):
+                walk(leaf, path)
+
+    walk(FitRuncard, "")
+    return found
+
+
+@functools.cache
+def _target(path: str) -> _Target:
+    return _target_from(path, _fit_settings()[path])
+
+
+@functools.cache
+def _scalar_settings() -> tuple[str, ...]:
+    """Dotted paths of the fit settings that hold a single value."""
+    return tuple(p for p in _fit_settings() if _target(p).kind and _fixed_reason(p) is None)
+
+
+def _max_layers() -> int:
+    metadata = Architecture.model_fields["nodes"].metadata
+    return next(m.max_length for m in metadata if getattr(m, "max_length", None) is not None)
+
+
+_LAYERS = _target_from("the number of hidden layers", Annotated[Int, Field(ge=1, le=_max_layers())])
+_UNITS = _target_from("the number of units", PositiveInt)
+
+
+def _fixed_reason(path: str) -> str | None:
+    """Why a setting cannot be searched through ``parameters`` whatever the space, or None."""
+    if path == "replicas":
+        return "the replicas of a trial are set by 'scan.replicas'"
+    if path == "data.datasets":
+        return "the fitted datasets are fixed for a study; use 'scan.folds' to hold some out"
+    if path == "data.closure" or path.startswith("data.closure."):
+        return "the data are fixed for a study (workers check them against its fingerprint)"
+    if path == "architecture.nodes":
+        return "search the hidden layers with 'scan.space.layers' and 'scan.space.units'"
+    if path == "architecture.activations":
+        return "search the activation with 'scan.space.activation'"
+    if path == "preprocessing" or path.startswith("preprocessing."):
+        return "preprocessing ranges are [lo, hi] pairs, not single values: they cannot be searched"
+    return None
+
+
+def _not_searchable(path: str) -> str | None:
+    """Why ``path`` cannot be a key of ``scan.space.parameters``, or None when it can."""
+    fixed = _fixed_reason(path)
+    if fixed is not None:
+        return f"'{path}' cannot be searched: {fixed}"
+    settings = _fit_settings()
+    if path in settings:
+        if _target(path).kind:
+            return None
+        inside = [p for p in _scalar_settings() if p.startswith(f"{path}.")]
+        if inside:
+            return f"'{path}' is a section; name one of its settings: " + ", ".join(inside)
+        return f"'{path}' is not a single value, so it cannot be searched"
+    close = difflib.get_close_matches(path, _scalar_settings(), n=3, cutoff=0.6)
+    if close:
+        return (
+            f"unknown setting '{path}' (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+        )
+    return f"unknown setting '{path}'; searchable settings: " + ", ".join(_scalar_settings())
+
+
+def _expected(target: _Target) -> str:
+    if target.kind == "choice":
+        return "one of " + ", ".join(repr(str(a)) for a in get_args(target.leaf))
+    return {"bool": "true or false", "str": "a string"}[target.kind]
+
+
+def _value_problem(target: _Target, value: Any) -> str | None:
+    """What the fit schema says about ``value`` for this setting, or None if it accepts it."""
+    try:
+        target.adapter.validate_python(value)
+    except ValidationError as err:
+        return _message(err.errors(include_url=False)[0], target.leaf, None)
+    return None
+
+
+def _checked(
+    dist: Range | Choices, target: _Target
+) -> tuple[Range | Choices, list[tuple[tuple[Any, ...], str]]]:
+    """Check a distribution against its setting; float settings get float bounds."""
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    if isinstance(dist, Choices):
+        for index, choice in enumerate(dist.choices):
+            problem = _value_problem(target, choice)
+            if problem is not None:
+                problems.append(
+                    (("choices", index), f"{problem} (not a valid value of {target.name})")
+                )
+        return dist, problems
+    if target.kind not in ("int", "float"):
+        return dist, [
+            (
+                (),
+                f"{target.name} takes {_expected(target)}: "
+                "give {choices: [...]} instead of a range",
+            )
+        ]
+    bounds = {"low": dist.low, "high": dist.high, "step": dist.step}
+    if target.kind == "int":
+        for key, value in bounds.items():
+            if value is not None and not isinstance(value, int):
+                hint = f" (write {int(value)})" if value.is_integer() else ""
+                problems.append(
+                    (
+                        (key,),
+                        f"{target.name} is an integer setting: expected an integer, "
+                        f"got {_describe(value)}{hint}",
+                    )
+                )
+        if problems:
+            return dist, problems
+    for key in ("low", "high"):
+        problem = _value_problem(target, bounds[key])
+        if problem is not None:
+            problems.append(
+                ((key,), f"{problem} (the range must lie inside the values {target.name} allows)")
+            )
+    if target.kind == "float":
+        step = None if dist.step is None else float(dist.step)
+        dist = dist.model_copy(
+            update={"low": float(dist.low), "high": float(dist.high), "step": step}
+        )
+    return dist, problems
+
+
+# --------------------------------------------------------------------------------------------
+# The scan section
+
+
+class OptimizerSpace(_Section):
+    """What one optimiser of the space draws; a key left out keeps the base runcard's value.
+
+    Here ``clipnorm: null`` means "not searched"; to draw "no clipping", list it as a choice:
+    ``clipnorm: {choices: [null, 1.0e-3]}``.
+    """
+
+    learning_rate: Distribution | None = None
+    clipnorm: Distribution | None = None
+
+
+class SpaceSection(_Section):
+    """The search space. Every entry is optional, but at least one must be given."""
+
+    #: One sub-space per optimiser; the optimiser is itself a categorical parameter.
+    optimizer: Annotated[dict[OptimizerName, OptimizerSpace], Field(min_length=1)] | None = None
+    #: Number of hidden layers (integer range); requires ``units``.
+    layers: Range | None = None
+    #: Units of each hidden layer, drawn independently per layer; requires ``layers``.
+    units: Range | None = None
+    #: Activation shared by all hidden layers.
+    activation: (
+        Annotated[tuple[Activation, ...], Field(min_length=1), AfterValidator(_unique)] | None
+    ) = None
+    #: Any other single-valued fit setting, by dotted path (``stopping.patience``).
+    parameters: dict[Str, Distribution] = Field(default_factory=dict)
+
+    @field_validator("optimizer")
+    @classmethod
+    def _optimizer_ranges(
+        cls, value: dict[str, OptimizerSpace] | None
+    ) -> dict[str, OptimizerSpace] | None:
+        if value is None:
+            return value
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        checked = {}
+        for name, sub in value.items():
+            update = {}
+            for key in ("learning_rate", "clipnorm"):
+                dist = getattr(sub, key)
+                if dist is not None:
+                    update[key], found = _checked(dist, _target(f"optimizer.{key}"))
+                    problems += [((name, key, *loc), message) for loc, message in found]
+            checked[name] = sub.model_copy(update=update)
+        _fail(problems, value)
+        return checked
+
+    @field_validator("layers")
+    @classmethod
+    def _layer_range(cls, value: Range | None) -> Range | None:
+        if value is not None:
+            _fail(_checked(value, _LAYERS)[1], value)
+        return value
+
+    @field_validator("units")
+    @classmethod
+    def _unit_range(cls, value: Range | None) -> Range | None:
+        if value is not None:
+            _fail(_checked(value, _UNITS)[1], value)
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _searchable(cls, value: dict[str, Range | Choices]) -> dict[str, Range | Choices]:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        checked = {}
+        for path, dist in value.items():
+            reason = _not_searchable(path)
+            if reason is not None:
+                problems.append(((path,), reason))
+                continue
+            checked[path], found = _checked(dist, _target(path))
+            problems += [((path, *loc), message) for loc, message in found]
+        _fail(problems, value)
+        return checked
+
+    @model_validator(mode="after")
+    def _complete(self) -> SpaceSection:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if not (self.optimizer or self.layers or self.units or self.activation or self.parameters):
+            problems.append(
+                (
+                    (),
+                    "the search space is empty: give at least one of 'optimizer', "
+                    "'layers' with 'units', 'activation' or 'parameters'",
+                )
+            )
+        if self.units is not None and self.layers is None:
+            problems.append(
+                (("units",), "'units' needs 'layers' (the number of hidden layers to draw)")
+            )
+        if self.layers is not None and self.units is None:
+            problems.append(
+                (("layers",), "'layers' needs 'units' (the range of units of each layer)")
+            )
+        if self.optimizer:
+            for path in self.parameters:
+                if path.startswith("optimizer."):
+                    problems.append(
+                        (
+                            ("parameters", path),
+                            f"'{path}' is searched under 'scan.space.optimizer' when that is "
+                            "given: put its range in the sub-space of each optimizer there",
+                        )
+                    )
+        _fail(problems, self)
+        return self
+
+
+class ObjectiveSection(_Section):
+    """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
+
+    #: ``held_out``: chi2 of each fold's held-out datasets (needs ``folds``).
+    chi2: Literal["validation", "held_out"] = "validation"
+    statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
+    #: For ``trimmed_mean``: the mean over this fraction of the replicas, best first.
+    best_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.85
+    #: For ``mean_plus_std``: k in mean + k * std.
+    std_weight: Annotated[Float, Field(ge=0)] = 1.0
+    fold_statistic: Literal["mean", "median", "max"] = "mean"
+
+
+class SamplerSection(_Section):
+    """The Optuna sampler; a null seed draws a fresh one."""
+
+    name: Literal["tpe", "random", "gp", "cmaes"] = "tpe"
+    seed: Seed | None = 0
+
+
+class PrunerSection(_Section):
+    """The Optuna pruner and how often a trial reports to it."""
+
+    name: Literal["median", "hyperband", "none"] = "median"
+    #: Device calls (of ``training.steps_per_call`` steps) between intermediate reports.
+    report_every: PositiveInt = 5
+    #: Reports a trial makes before it may be pruned.
+    warmup_reports: Annotated[Int, Field(ge=0)] = 2
+
+
+class ScanDivergenceSection(_Section):
+    """When a trial is trashed (never eligible as best) because replicas diverged."""
+
+    #: A trial with more diverged replicas than this is trashed.
+    max_diverged: Annotated[Int, Field(ge=0)] = 0
+
+
+Fold = Annotated[tuple[Str, ...], Field(min_length=1), AfterValidator(_unique)]
+
+
+class ScanSection(_Section):
+    """How a study searches: budget, trial size, k-fold, objective, Optuna settings, space."""
+
+    #: Study budget of finished trials (complete, pruned and trashed).
+    trials: PositiveInt = 50
+    #: Replicas per trial (and per fold); overrides the top-level ``replicas``.
+    replicas: PositiveInt = 4
+    #: k-fold partition of the datasets, by name; empty: no k-fold.
+    folds: tuple[Fold, ...] = ()
+    objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
+    sampler: SamplerSection = Field(default_factory=SamplerSection)
+    pruner: PrunerSection = Field(default_factory=PrunerSection)
+    divergence: ScanDivergenceSection = Field(default_factory=ScanDivergenceSection)
+    space: SpaceSection
+
+    @field_validator("folds")
+    @classmethod
+    def _disjoint(cls, value: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+        first: dict[str, int] = {}
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        for fold, names in enumerate(value):
+            for index, name in enumerate(names):
+                if name in first:
+                    problems.append(
+                        (
+                            (fold, index),
+                            f"{name!r} is already in fold {first[name]} "
+                            f"(scan.folds[{first[name]}]); a dataset belongs to one fold only",
+                        )
+                    )
+                else:
+                    first[name] = fold
+        _fail(problems, value)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScanSection:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if self.objective.chi2 == "held_out" and not self.folds:
+            problems.append(
+                (
+                    ("objective", "chi2"),
+                    "'held_out' scores each fold on its held-out datasets, so it needs "
+                    "'scan.folds'; give folds or use 'validation'",
+                )
+            )
+        if self.divergence.max_diverged >= self.members:
+            problems.append(
+                (
+                    ("divergence", "max_diverged"),
+                    f"must be < {self.members}, the replicas of a trial (folds x replicas), "
+                    f"got {self.divergence.max_diverged}: otherwise a trial whose every "
+                    "replica diverged would count",
+                )
+            )
+        _fail(problems, self)
+        return self
+
+    @property
+    def members(self) -> int:
+        """Replicas fitted by one trial: folds x replicas (one fold without k-fold)."""
+        return max(1, len(self.folds)) * self.replicas
+
+
+# --------------------------------------------------------------------------------------------
+# The scan runcard
+
+
+#: Settings of which exactly one is set: a searched value for one clears the other.
+_EXCLUSIVE = {"positivity.max": "positivity.multiplier", "positivity.multiplier": "positivity.max"}
+
+
+def with_settings(fit: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of fit-runcard data with each dotted-path setting replaced.
+
+    A value for one of two exclusive settings (``positivity.max`` / ``multiplier``) clears the
+    other unless both are given, so searching the multiplier works with the default ``max``.
+    """
+    data = copy.deepcopy(dict(fit))
+    settings = dict(settings)
+    for path, partner in _EXCLUSIVE.items():
+        if settings.get(path) is not None and partner not in settings:
+            settings[partner] = None
+    for path, value in settings.items():
+        *sections, key = path.split(".")
+        node = data
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[key] = value
+    return data
+
+
+def fit_part(runcard: FitRuncard) -> dict[str, Any]:
+    """The runcard as plain data without ``scan``: the base fit runcard of every trial."""
+    return runcard.model_dump(mode="json", exclude={"scan"})
+
+
+class ScanRuncard(FitRuncard):
+    """A fit runcard (the base of every trial) and the ``scan:`` section saying what varies."""
+
+    scan: ScanSection
+
+    @property
+    def replica_ids(self) -> tuple[int, ...]:
+        """The replica ids of each trial (and fold): 1..``scan.replicas``."""
+        return tuple(range(1, self.scan.replicas + 1))
+
+    @model_validator(mode="after")
+    def _fits_the_base(self) -> ScanRuncard:
+        """Checks that need the base runcard's values."""
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        datasets = self.data.datasets
+        if _is_sequence(datasets):
+            for fold, names in enumerate(self.scan.folds):
+                for index, name in enumerate(names):
+                    if name not in datasets:
+                        problems.append(
+                            (
+                                ("scan", "folds", fold, index),
+                                f"{name!r} is not among the fitted datasets (data.datasets)",
+                            )
+                        )
+        space = self.scan.space
+        activations = self.architecture.activations
+        if space.layers is not None and space.activation is None and len(set(activations)) > 1:
+            problems.append(
+                (
+                    ("scan", "space", "layers"),
+                    "with a searched number of layers every layer needs the same activation, "
+                    f"but architecture.activations is [{', '.join(activations)}]; give "
+                    "'scan.space.activation' or one activation in the base runcard",
+                )
+            )
+        base = fit_part(self)
+        for loc, settings in _probes(space):
+            try:
+                FitRuncard.model_validate(with_settings(base, settings))
+            except ValidationError as err:
+                shown = " and ".join(f"{path} = {_show(v)}" for path, v in settings.items())
+                why = "; ".join(
+                    f"{where}: {what}" if where else what
+                    for where, what in _problems(FitRuncard, err)
+                )
+                problems.append(
+                    (("scan", "space", *loc), f"with {shown} the fit runcard is invalid: {why}")
+                )
+        _fail(problems, self)
+        return self
+
+
+def _values(dist: Range | Choices) -> Iterator[tuple[tuple[Any, ...], Any]]:
+    """The values of a distribution worth trying on the base runcard, with their locations."""
+    if isinstance(dist, Choices):
+        yield from ((("choices", i), choice) for i, choice in enumerate(dist.choices))
+    else:
+        yield ("low",), dist.low
+        yield ("high",), dist.high
+
+
+def _probes(space: SpaceSection) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Single settings to try on the base runcard, for rules that span fields."""
+    for name, sub in (space.optimizer or {}).items():
+        yield ("optimizer", name), {"optimizer.name": name}
+        for key in ("learning_rate", "clipnorm"):
+            dist = getattr(sub, key)
+            if dist is not None:
+                for loc, value in _values(dist):
+                    settings = {"optimizer.name": name, f"optimizer.{key}": value}
+                    yield ("optimizer", name, key, *loc), settings
+    for path, dist in space.parameters.items():
+        for loc, value in _values(dist):
+            yield ("parameters", path, *loc), {path: value}
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def load_scan_runcard(path: str | os.PathLike[str]) -> ScanRuncard:
+    """Read and validate a scan runcard file; raises :class:`RuncardError`."""
+    return _load(ScanRuncard, path)
+
+
+def parse_scan_runcard(text: str, source: str = "<string>") -> ScanRuncard:
+    """Validate scan-runcard YAML text; ``source`` names it in error messages."""
+    return _parse(ScanRuncard, text, source)
+
+
+def scan_runcard_from_dict(data: dict[str, Any], source: str = "<dict>") -> ScanRuncard:
+    """Validate already-parsed scan-runcard data."""
+    return _validate(ScanRuncard, data, source)
+
+
+def load_runcard(path: str | os.PathLike[str]) -> FitRuncard | ScanRuncard:
+    """Read a fit or scan runcard: a scan runcard is one whose top level has ``scan``."""
+    text, name = _read(path)
+    data = _parse_yaml(text, name, name)
+    model = ScanRuncard if isinstance(data, dict) and "scan" in data else FitRuncard
+    return _validate(model, data, name, name)
