@@ -1,0 +1,486 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The storage layer against real files, real processes and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import optuna
+import psycopg2
+import pytest
+import sqlalchemy
+from optuna.exceptions import ExperimentalWarning, StorageInternalError
+from optuna.storages import RDBStorage, fail_stale_trials
+from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
+from optuna.trial import TrialState
+
+from hyperscan.scan._storage import (
+    DEFAULT_STORAGE,
+    STORAGE_ENV,
+    HeartbeatJournalStorage,
+    StorageError,
+    describe_error,
+    load_study,
+    open_storage,
+    redact,
+    resolve_url,
+    study_names,
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+# A worker whose trial never ends, to be killed with SIGKILL.
+SLEEPER = """
+import sys, time
+import optuna
+from hyperscan.scan._storage import load_study, open_storage
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+study = load_study(open_storage(sys.argv[1], heartbeat_interval=1, grace_period=3), "s")
+def objective(trial):
+    trial.suggest_float("x", -1.0, 1.0)
+    time.sleep(600)
+    return 0.0
+study.optimize(objective, n_trials=1)
+"""
+
+
+def quick(trial: optuna.Trial) -> float:
+    return trial.suggest_float("x", -1.0, 1.0) ** 2
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture(params=["journal", "postgresql"])
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A storage URL nobody has used yet; the journal's folder does not exist yet either."""
+    if request.param == "journal":
+        return str(tmp_path / "new" / "folder" / DEFAULT_STORAGE)
+    return request.getfixturevalue("postgres_url")
+
+
+# --------------------------------------------------------------------------- URLs
+
+
+def test_default_is_journal_in_current_directory(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(STORAGE_ENV, raising=False)
+    assert resolve_url(None) == f"journal://{tmp_path / DEFAULT_STORAGE}"
+    monkeypatch.setenv(STORAGE_ENV, "  ")  # blank counts as unset
+    assert resolve_url(None) == f"journal://{tmp_path / DEFAULT_STORAGE}"
+
+
+def test_environment_variable_then_explicit_url(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(STORAGE_ENV, "postgresql://alice@db.example:5433/scans")
+    assert resolve_url(None) == "postgresql+psycopg2://alice@db.example:5433/scans"
+    assert resolve_url("mine.journal") == f"journal://{tmp_path / 'mine.journal'}"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("/abs/s.journal", "journal:///abs/s.journal"),
+        ("rel/s.journal", "journal://{cwd}/rel/s.journal"),
+        ("journal:///abs/s.journal", "journal:///abs/s.journal"),
+        ("journal://rel/s.journal", "journal://{cwd}/rel/s.journal"),
+        ("~/s.journal", "journal://{home}/s.journal"),
+        ("postgresql://u@h:5432/db", "postgresql+psycopg2://u@h:5432/db"),
+        ("postgres://u:pw@h/db", "postgresql+psycopg2://u:pw@h/db"),
+        ("postgresql+psycopg2://u@h/db", "postgresql+psycopg2://u@h/db"),
+        ("sqlite:///scan.db", "sqlite:///scan.db"),
+    ],
+)
+def test_resolve_url_forms(monkeypatch, tmp_path, url, expected):
+    monkeypatch.chdir(tmp_path)
+    expected = expected.format(cwd=tmp_path, home=os.path.expanduser("~"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SQLite is allowed without a warning
+        assert resolve_url(url) == expected
+        assert resolve_url(expected) == expected  # canonical forms are fixed points
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://u:pw@h/db", "redis://h:6379", "postgresql+asyncpg://u@h/db", "journal://"]
+)
+def test_unknown_url_lists_accepted_forms(url):
+    with pytest.raises(StorageError) as info:
+        resolve_url(url)
+    message = str(info.value)
+    assert "pw" not in message.replace("psycopg2", "")
+    if not url.startswith("postgresql+"):
+        assert "journal:///" in message
+        assert "postgresql://" in message
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:s3cret@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u:p@ss/w@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://h/db?user=u&password=s3cret&sslmode=require", None),
+        ("postgresql://u@h/db", "postgresql://u@h/db"),
+        ("journal:///tmp/a@b.journal", "journal:///tmp/a@b.journal"),
+        ("/tmp/s.journal", "/tmp/s.journal"),
+    ],
+)
+def test_redact(url, expected):
+    redacted = redact(url)
+    if expected is not None:
+        assert redacted == expected
+    assert "s3cret" not in redacted
+    assert "p@ss" not in redacted
+
+
+# --------------------------------------------------------------------------- studies
+
+
+@pytest.mark.parametrize("backend", ["journal", "postgresql", "sqlite"])
+def test_create_run_and_reopen(request, tmp_path, backend):
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'scan.db'}"
+    elif backend == "journal":
+        url = str(tmp_path / "new" / DEFAULT_STORAGE)
+    else:
+        url = request.getfixturevalue("postgres_url")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no experimental-feature noise on every worker start
+        storage = open_storage(url, create=True)
+    assert isinstance(storage, BaseHeartbeat) and is_heartbeat_enabled(storage)
+    study = optuna.create_study(study_name="s", storage=storage)
+    study.optimize(quick, n_trials=3)
+
+    again = open_storage(url)
+    assert study_names(again) == ["s"]
+    reopened = load_study(again, "s")
+    assert [t.state for t in reopened.trials] == [TrialState.COMPLETE] * 3
+    assert reopened.best_value == study.best_value
+
+
+def test_unknown_study_lists_existing(backend_url):
+    storage = open_storage(backend_url, create=True)
+    for name in ("alpha", "beta"):
+        optuna.create_study(study_name=name, storage=storage)
+    with pytest.raises(StorageError, match=r"no study named 'gamma' in .*; existing: alpha, beta"):
+        load_study(open_storage(backend_url), "gamma")
+
+
+def test_worker_refuses_missing_journal(tmp_path):
+    path = tmp_path / DEFAULT_STORAGE
+    with pytest.raises(StorageError, match="hyperscan study create") as info:
+        open_storage(str(path))
+    assert str(path) in str(info.value)
+    assert not path.exists()  # a worker in the wrong folder leaves no stray journal
+
+
+def test_worker_refuses_database_without_schema(postgres_url):
+    with pytest.raises(StorageError) as info:
+        open_storage(postgres_url)
+    assert "no hyperscan/Optuna schema in this database" in str(info.value)
+    assert "run `hyperscan study create` first" in str(info.value)
+    engine = sqlalchemy.create_engine(postgres_url)
+    try:
+        assert sqlalchemy.inspect(engine).get_table_names() == []  # nothing was created
+    finally:
+        engine.dispose()
+
+
+# --------------------------------------------------------------------------- heartbeats
+
+
+def test_journal_heartbeat_fails_stale_trials_and_requeues(tmp_path):
+    storage = open_storage(
+        str(tmp_path / DEFAULT_STORAGE), create=True, heartbeat_interval=1, grace_period=2
+    )
+    assert isinstance(storage, HeartbeatJournalStorage)
+    study = optuna.create_study(study_name="s", storage=storage)
+    # ask() without optimize() warns that nothing beats for it: here we beat by hand.
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+    stopped = study.ask()
+    stopped.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(stopped._trial_id)
+    alive = study.ask()
+    alive.suggest_float("x", 0.0, 1.0)
+    storage.record_heartbeat(alive._trial_id)
+    silent = study.ask()  # never beats: a worker killed before its first beat
+    beat_file = Path(storage.heartbeat_dir)
+    assert sorted(p.name for p in beat_file.iterdir()) == sorted(
+        [str(stopped._trial_id), str(alive._trial_id)]
+    )
+    assert storage._get_stale_trial_ids(study._study_id) == []
+
+    deadline = time.monotonic() + 2.6  # past the grace period, beating for `alive` only
+    while time.monotonic() < deadline:
+        storage.record_heartbeat(alive._trial_id)
+        time.sleep(0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        fail_stale_trials(study)
+
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    assert states[stopped.number] == TrialState.FAIL
+    assert states[silent.number] == TrialState.FAIL
+    assert states[alive.number] == TrialState.RUNNING
+    retries = {
+        t.system_attrs["failed_trial"]: t for t in study.get_trials(states=(TrialState.WAITING,))
+    }
+    assert set(retries) == {stopped.number, silent.number}
+    assert retries[stopped.number].params == study.trials[stopped.number].params
+    assert [p.name for p in beat_file.iterdir()] == [str(alive._trial_id)]
+
+    study.tell(alive, 0.5)
+    assert list(beat_file.iterdir()) == []  # a finished trial leaves no heartbeat file behind
+
+
+def _has_heartbeat(storage: Any, url: str, trial_id: int) -> bool:
+    if isinstance(storage, HeartbeatJournalStorage):
+        return os.path.exists(os.path.join(storage.heartbeat_dir, str(trial_id)))
+    assert isinstance(storage, RDBStorage)
+    with storage.engine.connect() as connection:
+        query = sqlalchemy.text("SELECT count(*) FROM trial_heartbeats WHERE trial_id = :id")
+        return connection.execute(query, {"id": trial_id}).scalar() == 1
+
+
+def test_killed_worker_trial_is_failed_and_retried(backend_url):
+    storage = open_storage(backend_url, create=True, heartbeat_interval=1, grace_period=3)
+    study = optuna.create_study(study_name="s", storage=storage)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SLEEPER, backend_url], stderr=subprocess.PIPE, text=True
+    )
+
+    def running() -> list[optuna.trial.FrozenTrial]:
+        if worker.poll() is not None:
+            pytest.fail(f"the worker exited early:\n{worker.stderr.read()}")
+        return [
+            t
+            for t in study.get_trials(states=(TrialState.RUNNING,))
+            if "x" in t.params and _has_heartbeat(storage, backend_url, t._trial_id)
+        ]
+
+    try:
+        (killed,) = wait_for(running, timeout=30, what="the worker's trial to run")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=10)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        worker.stderr.close()
+    assert worker.returncode == -signal.SIGKILL
+
+    wait_for(
+        lambda: killed._trial_id in storage._get_stale_trial_ids(study._study_id),
+        timeout=15,
+        what="the killed trial to go stale",
+    )
+    study.optimize(quick, n_trials=2)
+
+    trials = study.get_trials()
+    assert len(trials) == 3
+    assert trials[killed.number].state == TrialState.FAIL
+    (retry,) = [t for t in trials if t.system_attrs.get("failed_trial") == killed.number]
+    assert retry.state == TrialState.COMPLETE
+    assert retry.params == killed.params
+    assert all(t.state != TrialState.RUNNING for t in trials)
+    assert all(t.state != TrialState.WAITING for t in trials)
+
+
+# --------------------------------------------------------------------------- concurrency
+
+
+def _worker(url: str, create: bool, go: Any, errors: Path, index: int) -> None:
+    """One worker: wait for the common start, open the storage, run two quick trials."""
+    try:
+        go.wait(60)
+        storage = open_storage(url, create=create)
+        sampler = optuna.samplers.RandomSampler()
+        if create:
+            study = optuna.create_study(
+                study_name="s", storage=storage, sampler=sampler, load_if_exists=True
+            )
+        else:
+            study = load_study(storage, "s", sampler=sampler)
+        study.optimize(quick, n_trials=2)
+    except BaseException:
+        (errors / f"worker-{index}").write_text(traceback.format_exc())
+        raise
+
+
+@pytest.mark.parametrize("create_concurrently", [False, True], ids=["workers", "creators"])
+def test_sixteen_processes_at_once(backend_url, tmp_path, create_concurrently):
+    """16 worker processes open one storage together: no crash, 32 trials, unique numbers.
+
+    "creators" also race to create the journal's folder / the PostgreSQL schema and the study,
+    which crashed 31 of 32 workers on a fresh PostgreSQL. The workers are forked (each opens
+    its own storage) because 16 interpreters importing Optuna take many seconds on few cores.
+    """
+    if not create_concurrently:
+        storage = open_storage(backend_url, create=True)
+        optuna.create_study(study_name="s", storage=storage)
+        if isinstance(storage, RDBStorage):
+            storage.engine.dispose()  # no pooled connection may be shared with the children
+        del storage
+    context = multiprocessing.get_context("fork")
+    go = context.Event()
+    workers = [
+        context.Process(target=_worker, args=(backend_url, create_concurrently, go, tmp_path, i))
+        for i in range(16)
+    ]
+    for worker in workers:
+        worker.start()
+    go.set()
+    for worker in workers:
+        worker.join(timeout=60)
+    for worker in workers:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    errors = [p.read_text() for p in sorted(tmp_path.glob("worker-*"))]
+    assert not errors, errors[0]
+    assert [w.exitcode for w in workers] == [0] * 16
+
+    trials = load_study(open_storage(backend_url), "s").get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 32
+    assert sorted(t.number for t in trials) == list(range(32))
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_missing_database_is_named(postgres_server):
+    name = f"hyperscan_missing_{uuid.uuid4().hex[:8]}"
+    url = sqlalchemy.engine.make_url(postgres_server).set(database=name)
+    with pytest.raises(StorageError) as info:
+        open_storage(url.render_as_string(hide_password=False))
+    message = str(info.value)
+    assert f"database '{name}' does not exist" in message
+    assert "password" not in message.lower()
+    assert "invalid data in the commit" not in message
+
+
+def test_password_never_shown(postgres_server):
+    url = "postgresql://postgres:s3cret@127.0.0.1:5432/nonexistent_db"
+    with pytest.raises(StorageError) as info:
+        open_storage(url)
+    for text in (str(info.value), repr(info.value), info.value.cause, info.value.url):
+        assert "s3cret" not in text
+    assert "postgres:***@127.0.0.1" in str(info.value)
+    # Even a driver message that echoes the password is scrubbed.
+    echoed = describe_error(RuntimeError("login postgres/s3cret rejected"), url)
+    assert "s3cret" not in str(echoed)
+
+
+def test_connection_refused_is_quick():
+    start = time.monotonic()
+    with pytest.raises(StorageError, match="connection refused by 127.0.0.1:1"):
+        open_storage("postgresql://postgres@127.0.0.1:1/test")
+    assert time.monotonic() - start < 5
+
+
+def test_connection_limit_is_explained(postgres_url):
+    role = f"hyperscan_limited_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(postgres_url.replace("+psycopg2", ""))
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+        url = sqlalchemy.engine.make_url(postgres_url).set(username=role)
+        with pytest.raises(StorageError, match="CONNECTION LIMIT is reached"):
+            open_storage(url.render_as_string(hide_password=False), create=True)
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.close()
+
+
+def optuna_wrapped(driver_error: Exception) -> Exception:
+    """The exception chain Optuna raises for a failed commit: Optuna ← SQLAlchemy ← driver."""
+    try:
+        try:
+            raise driver_error
+        except Exception as exc:
+            raise sqlalchemy.exc.OperationalError("SELECT 1", {}, exc) from exc
+    except sqlalchemy.exc.OperationalError as exc:
+        try:
+            raise StorageInternalError(
+                "An exception is raised during the commit. This typically happens due to "
+                "invalid data in the commit, e.g. exceeding max length. "
+            ) from exc
+        except StorageInternalError as wrapped:
+            return wrapped
+
+
+@pytest.mark.parametrize(
+    ("driver_error", "expected"),
+    [
+        (sqlite3.OperationalError("database is locked"), "SQLite database is locked"),
+        (psycopg2.OperationalError("FATAL:  sorry, too many clients already"), "connection slots"),
+        (
+            psycopg2.OperationalError(
+                "FATAL:  remaining connection slots are reserved for non-replication superuser "
+                "connections"
+            ),
+            "connection slots",
+        ),
+        (
+            psycopg2.OperationalError('FATAL:  password authentication failed for user "bob"'),
+            "password authentication failed for user 'bob'",
+        ),
+        (
+            psycopg2.errors.UndefinedTable('relation "studies" does not exist'),
+            "run `hyperscan study create` first",
+        ),
+    ],
+)
+def test_describe_error_unwraps_optuna(driver_error, expected):
+    error = describe_error(optuna_wrapped(driver_error), "postgresql://bob:pw@db:5432/scans")
+    assert expected in str(error)
+    assert "invalid data in the commit" not in str(error)
+    assert "bob:***@db" in str(error)
+
+
+def test_journal_under_a_file_is_explained(tmp_path):
+    (tmp_path / "plain").write_text("")
+    with pytest.raises(StorageError, match="is a file, not a folder"):
+        open_storage(str(tmp_path / "plain" / "sub" / DEFAULT_STORAGE), create=True)
+
+
+def test_journal_in_read_only_folder_is_explained():
+    # A world-reachable folder, so that root can test as user "nobody" (root ignores modes).
+    with tempfile.TemporaryDirectory() as top:
+        os.chmod(top, 0o755)
+        folder = Path(top) / "ro"
+        folder.mkdir(mode=0o555)
+        path = folder / DEFAULT_STORAGE
+        as_root = os.geteuid() == 0
+        if as_root:
+            os.seteuid(65534)
+        try:
+            with pytest.raises(StorageError) as info:
+                open_storage(str(path), create=True)
+        finally:
+            if as_root:
+                os.seteuid(0)
+            folder.chmod(0o755)
+    assert "no permission to create or write" in str(info.value)
+    assert str(path) in str(info.value)
