@@ -3,21 +3,14 @@ that `hyperscan --help` answers at once."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from hyperscan import __version__
-from hyperscan.cli._tensorflow import import_tensorflow
-
-USAGE_ERROR = 2
-
-
-def fail(message: str) -> None:
-    """A user mistake: one clear message, exit code 2, no traceback."""
-    click.echo(f"error: {message}", err=True)
-    sys.exit(USAGE_ERROR)
+from hyperscan.cli._common import fail
+from hyperscan.cli._scan import dashboard, export, scan, study, worker
+from hyperscan.cli._tensorflow import configure_tensorflow
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -59,7 +52,10 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     if outdir.exists() and not force:
         fail(f"{outdir} exists; use --force to replace it")
 
-    import_tensorflow()
+    try:
+        configure_tensorflow(threads=card.training.threads)
+    except ValueError as error:
+        fail(str(error))
     from hyperscan.fit import ProgressBar, run_fit, summary, write_fit
 
     bar = ProgressBar(card.epochs, len(card.replica_ids), enabled=progress)
@@ -72,3 +68,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     )
     click.echo(summary(result))
     click.echo(f"results in {outdir}/")
+
+
+for command in (study, worker, export, dashboard, scan):
+    main.add_command(command)

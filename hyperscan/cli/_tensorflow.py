@@ -28,11 +28,40 @@ def _stderr_to_file():
             os.close(saved)
 
 
-def import_tensorflow() -> None:
-    """Import TensorFlow and initialise its devices quietly; later imports are free."""
+def configure_tensorflow(device: str = "auto", threads: int | None = None) -> None:
+    """Import TensorFlow quietly and pin it to `device` (auto | cpu | gpu:N) before any op.
+
+    GPU memory grows on demand, so several workers can share a node's GPUs.
+    """
+    device = device.strip().lower()
+    gpu_index = None
+    if device.startswith("gpu:"):
+        suffix = device.removeprefix("gpu:")
+        if not suffix.isdigit():
+            raise ValueError(f"--device {device!r}: expected auto, cpu or gpu:N (N = 0, 1, ...)")
+        gpu_index = int(suffix)
+    elif device not in ("auto", "cpu"):
+        raise ValueError(f"--device {device!r}: expected auto, cpu or gpu:N (N = 0, 1, ...)")
+    if device == "cpu":
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with _stderr_to_file():
         import tensorflow as tf
 
-        tf.config.list_physical_devices()
+        gpus = tf.config.list_physical_devices("GPU")
         tf.get_logger().setLevel("ERROR")
+    if gpu_index is not None:
+        if gpu_index >= len(gpus):
+            raise ValueError(f"--device {device}: this node has {len(gpus)} GPU(s)")
+        gpus = [gpus[gpu_index]]
+        tf.config.set_visible_devices(gpus, "GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if threads is not None and tf.config.threading.get_intra_op_parallelism_threads() != threads:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:
+            raise ValueError(
+                f"TensorFlow is already running with other thread settings; cannot use {threads}"
+            ) from None

@@ -11,7 +11,13 @@ import tensorflow as tf
 
 from hyperscan.data import Problem
 from hyperscan.fit._members import MemberSpec, build_members, load_problem, replica_specs
-from hyperscan.fit._trainer import DIVERGED, SyncReport, Trainer, TrainerSettings
+from hyperscan.fit._trainer import (
+    DIVERGED,
+    DIVERGENCE_REASONS,
+    SyncReport,
+    Trainer,
+    TrainerSettings,
+)
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.runcard import FitRuncard
 
@@ -33,6 +39,7 @@ class FitResult:
     status: list[str]  # ok | pos-veto | diverged
     best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity
     stop_epoch: np.ndarray  # (M,) -1 when the member ran until the last epoch
+    divergence: list[str]  # why each diverged member diverged, "" for the others
     chi2_per_point: dict[str, np.ndarray]  # training, validation, held_out, experimental: (M,)
     dataset_names: list[str]
     dataset_chi2_per_point: np.ndarray  # (M, n_datasets) experimental, per dataset
@@ -118,6 +125,7 @@ def run_fit(
         status=status,
         best_epoch=outcome.best_step,
         stop_epoch=outcome.stop_step,
+        divergence=[DIVERGENCE_REASONS.get(int(code), "") for code in outcome.divergence],
         chi2_per_point={
             **{
                 name: np.where(points[:, c] > 0, chi2[:, c], np.nan)

@@ -44,6 +44,7 @@ def results_document(result: FitResult) -> dict:
                 "status": result.status[m],
                 "best_epoch": int(result.best_epoch[m]),
                 "stop_epoch": int(result.stop_epoch[m]),
+                **({"divergence": result.divergence[m]} if result.divergence[m] else {}),
                 "chi2_per_point": {
                     name: _finite_or_none(values[m])
                     for name, values in result.chi2_per_point.items()

@@ -12,6 +12,13 @@ from hyperscan.fit._optimizers import clip_by_member_norm, make_optimizer, membe
 from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
 
 RUNNING, STOPPED, DIVERGED = 0, 1, 2
+# Why a member diverged, recorded on device with its status.
+DIVERGENCE_REASONS = {
+    1: "non-finite loss",
+    2: "loss above divergence.max_loss",
+    3: "non-finite gradient",
+    4: "non-finite parameters after the update",
+}
 # n3fit updates the positivity multiplier every 100 steps.
 LAMBDA_UPDATE_INTERVAL = 100
 
@@ -54,6 +61,7 @@ class TrainingOutcome:
     status: np.ndarray  # (M,)
     best_step: np.ndarray  # (M,) -1 where no step passed positivity
     stop_step: np.ndarray  # (M,) step at which the member stopped or diverged, -1 if it ran out
+    divergence: np.ndarray  # (M,) key of DIVERGENCE_REASONS, 0 when the member did not diverge
     steps: int  # steps run in total
     interrupted: bool  # a sync callback asked to stop
     history: list[SyncReport] = field(default_factory=list)
@@ -100,6 +108,7 @@ class Trainer:
             "since_best": tf.zeros([members], tf.int32),
             "counting": tf.zeros([members], tf.bool),
             "stop_step": tf.fill([members], -1),
+            "divergence": tf.zeros([members], tf.int32),
             "best_params": list(params),
             "chi2": tf.zeros([members, 3], dtype),
         }
@@ -129,9 +138,13 @@ class Trainer:
         grads = tape.gradient(total, params)
         norm = member_norm(grads)
 
-        healthy = tf.math.is_finite(loss) & (loss <= cfg.max_loss) & tf.math.is_finite(norm)
-        diverged = active & ~healthy
-        alive = active & healthy
+        reason = tf.where(
+            ~tf.math.is_finite(loss),
+            1,
+            tf.where(loss > cfg.max_loss, 2, tf.where(~tf.math.is_finite(norm), 3, 0)),
+        )
+        diverged = active & (reason > 0)
+        alive = active & ~diverged
 
         # Stopping looks at the weights this step started from (one forward pass per step).
         chi2 = observables.chi2
@@ -162,6 +175,7 @@ class Trainer:
             ),
             axis=0,
         )
+        reason = tf.where(alive & ~stopped & ~finite, 4, reason)
         diverged = diverged | (alive & ~stopped & ~finite)
         apply = alive & ~stopped & finite
 
@@ -182,6 +196,7 @@ class Trainer:
             "since_best": since_best,
             "counting": counting,
             "stop_step": tf.where(diverged | stopped, step, s["stop_step"]),
+            "divergence": tf.where(diverged, reason, s["divergence"]),
             "best_params": [
                 tf.where(per_member(improved, p), p, best)
                 for p, best in zip(params, s["best_params"], strict=True)
@@ -231,6 +246,7 @@ class Trainer:
             status=state["status"].numpy(),
             best_step=best_step,
             stop_step=state["stop_step"].numpy(),
+            divergence=state["divergence"].numpy(),
             steps=int(state["step"]),
             interrupted=interrupted,
             history=history,

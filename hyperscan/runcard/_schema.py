@@ -337,6 +337,10 @@ class TrainingSection(_Section):
     precision: Precision = "float32"
     #: XLA-compile the training loop.
     jit: Bool = True
+    #: CPU threads for TensorFlow (null: all cores). Training is chaotic enough that the
+    #: summation order a thread count implies shows in the result, so an exported trial keeps
+    #: the thread count its worker used, and `hyperscan fit` reproduces it exactly.
+    threads: PositiveInt | None = None
 
 
 # --------------------------------------------------------------------------------------------

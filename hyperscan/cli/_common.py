@@ -1,0 +1,23 @@
+"""Helpers shared by the commands."""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+
+USAGE_ERROR = 2
+
+storage_option = click.option(
+    "--storage",
+    envvar="HYPERSCAN_STORAGE",
+    help="Storage URL: a journal file path (default ./hyperscan.journal) or "
+    "postgresql://user:password@host/db. Env: HYPERSCAN_STORAGE.",
+)
+
+
+def fail(message: str) -> NoReturn:
+    """A user mistake: one clear message, exit code 2, no traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(USAGE_ERROR)

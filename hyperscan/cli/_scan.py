@@ -1,0 +1,268 @@
+"""Scan commands: study create|status, worker, export, dashboard, scan."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from hyperscan.cli._common import fail, storage_option
+from hyperscan.cli._tensorflow import configure_tensorflow
+
+
+def _prepare(device: str = "auto", threads: int | None = None) -> None:
+    """Quiet TensorFlow and Optuna start-up; hyperscan prints its own summaries."""
+    try:
+        configure_tensorflow(device, threads)
+    except ValueError as error:
+        fail(str(error))
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _scan_errors():
+    """The exceptions that are user mistakes or environment problems, not bugs."""
+    from hyperscan.runcard import RuncardError
+    from hyperscan.scan import ScanError, StorageError
+
+    return (RuncardError, ScanError, StorageError)
+
+
+def _load_scan_runcard(path: Path):
+    from hyperscan.runcard import RuncardError, load_scan_runcard
+
+    try:
+        return load_scan_runcard(path)
+    except RuncardError as error:
+        fail(str(error))
+
+
+@click.group()
+def study() -> None:
+    """Create and inspect studies."""
+
+
+@study.command("create")
+@click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
+@storage_option
+@click.option("--name", help="Study name (default: the runcard's file name without .yml).")
+def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
+    """Create a study from a scan RUNCARD (once; the same runcard again is a no-op).
+
+    \b
+    Example:
+      hyperscan study create studies/quickstart-scan.yml --storage postgresql://user@db/scans
+    """
+    card = _load_scan_runcard(runcard)
+    _prepare()
+    from hyperscan.scan import create_study, open_storage
+
+    name = name or runcard.stem
+    try:
+        handle = open_storage(storage, create=True)
+        _, created = create_study(card, handle, name, source=str(runcard))
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(f"study {name!r} {'created' if created else 'exists with this runcard'}")
+
+
+@study.command("status")
+@click.option("--study", "name", required=True, help="Study name.")
+@storage_option
+def study_status(name: str, storage: str | None) -> None:
+    """Trials by state, the best trial and its replica statistics, running trials."""
+    _prepare()
+    from hyperscan.scan import open_storage, open_study, status_text
+
+    try:
+        setup = open_study(open_storage(storage), name)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(status_text(setup))
+
+
+@click.command()
+@click.option("--study", "name", required=True, help="Study name.")
+@storage_option
+@click.option("--n-trials", type=click.IntRange(min=1), help="Stop after this many trials.")
+@click.option("--timeout", type=click.FloatRange(min=0), help="Stop starting trials after S s.")
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="auto, cpu, or gpu:N (the N-th GPU of this node).",
+)
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for TensorFlow.")
+@click.option(
+    "--heartbeat-interval",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    envvar="HYPERSCAN_HEARTBEAT_INTERVAL",
+    help="Seconds between heartbeats.",
+)
+@click.option(
+    "--grace-period",
+    type=click.IntRange(min=2),
+    default=600,
+    show_default=True,
+    envvar="HYPERSCAN_GRACE_PERIOD",
+    help="Seconds without heartbeat before a trial is failed and retried.",
+)
+@click.option("--quiet", is_flag=True, help="Print nothing per trial.")
+def worker(
+    name: str,
+    storage: str | None,
+    n_trials: int | None,
+    timeout: float | None,
+    device: str,
+    threads: int | None,
+    heartbeat_interval: int,
+    grace_period: int,
+    quiet: bool,
+) -> None:
+    """Take trials of a study until its budget is spent (needs only the name and storage).
+
+    SIGTERM or Ctrl-C ends the running trial at its next sync, re-queues it, and exits 0.
+
+    \b
+    Example:
+      HYPERSCAN_STORAGE=postgresql://user@db/scans hyperscan worker --study dis --device gpu:0
+    """
+    _prepare(device, threads)
+    from hyperscan.scan import run_worker, trial_line
+
+    def show(trial) -> None:
+        if not quiet:
+            click.echo(trial_line(trial))
+
+    try:
+        report = run_worker(
+            name,
+            storage,
+            n_trials=n_trials,
+            timeout=timeout,
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
+            on_trial=show,
+        )
+    except _scan_errors() as error:
+        fail(str(error))
+    if not quiet:
+        why = (
+            "stopped by signal"
+            if report.stopped_by_signal
+            else "budget reached"
+            if report.budget_reached
+            else "limit reached"
+        )
+        click.echo(f"worker done: {report.trials} trials, {why}")
+
+
+@click.command()
+@click.option("--study", "name", required=True, help="Study name.")
+@storage_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="The fit runcard to write.",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+def export(name: str, storage: str | None, output: Path, force: bool) -> None:
+    """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
+    _prepare()
+    from hyperscan.scan import export_best, open_storage, open_study, write_atomically
+
+    try:
+        trial, text = export_best(open_study(open_storage(storage), name))
+        write_atomically(output, text, force=force)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(f"trial {trial.number} (value {trial.value:.6g}) written to {output}")
+
+
+@click.command()
+@storage_option
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to bind; the dashboard has no authentication and can delete studies.",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+def dashboard(storage: str | None, host: str, port: int) -> None:
+    """Serve optuna-dashboard for the storage (local only by default)."""
+    _prepare()
+    from optuna_dashboard import run_server
+
+    from hyperscan.scan import open_storage
+
+    try:
+        handle = open_storage(storage)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)")
+    run_server(handle, host=host, port=port)
+
+
+@click.command()
+@click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@storage_option
+@click.option("--name", help="Study name (default: the runcard's file name without .yml).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Best runcard to write (default: NAME-best.yml).",
+)
+def scan(
+    runcard: Path, workers: int, storage: str | None, name: str | None, output: Path | None
+) -> None:
+    """Run a whole scan on this machine: create the study, run workers, export the best.
+
+    \b
+    Example:
+      hyperscan scan studies/quickstart-scan.yml --workers 2
+    """
+    card = _load_scan_runcard(runcard)
+    _prepare()
+    from hyperscan.scan import (
+        counts_line,
+        create_study,
+        default_output,
+        export_best,
+        open_storage,
+        open_study,
+        start_workers,
+        supervise,
+        write_atomically,
+    )
+
+    name = name or runcard.stem
+    output = output or default_output(name)
+    try:
+        handle = open_storage(storage, create=True)
+        _, created = create_study(card, handle, name, source=str(runcard))
+        setup = open_study(handle, name)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(
+        f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "
+        f"trials of {len(card.scan.folds) or 1}×{card.scan.replicas} members, {workers} workers"
+    )
+    codes = supervise(start_workers(name, storage, workers), setup.study, click.echo)
+    click.echo(f"trials: {counts_line(setup.study)}")
+    try:
+        trial, text = export_best(setup)
+        write_atomically(output, text, force=True)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(f"best: trial {trial.number}, value {trial.value:.6g} → {output}")
+    if any(codes):
+        click.echo(f"error: worker exit codes {codes}", err=True)
+        sys.exit(1)

@@ -1,0 +1,62 @@
+"""The scan service: studies, workers, replica statistics, trash rule, export."""
+
+from hyperscan.scan._export import best_trial, export_best, write_atomically
+from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
+from hyperscan.scan._objective import Objective, WorkerStopping, member_specs, trashed
+from hyperscan.scan._space import export_text, fixed_runcard, suggest
+from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
+from hyperscan.scan._status import state_counts, status_text
+from hyperscan.scan._storage import (
+    DEFAULT_STORAGE,
+    STORAGE_ENV,
+    StorageError,
+    describe_error,
+    load_study,
+    open_storage,
+    redact,
+    resolve_url,
+    study_names,
+)
+from hyperscan.scan._study import ScanError, StudySetup, check_runcard, create_study, open_study
+from hyperscan.scan._worker import make_pruner, make_sampler, run_worker
+
+__all__ = [
+    "DEFAULT_STORAGE",
+    "STORAGE_ENV",
+    "Objective",
+    "ScanError",
+    "StorageError",
+    "StudySetup",
+    "WorkerStopping",
+    "all_statistics",
+    "best_trial",
+    "check_runcard",
+    "counts_line",
+    "create_study",
+    "default_output",
+    "describe_error",
+    "export_best",
+    "export_text",
+    "fixed_runcard",
+    "load_study",
+    "make_pruner",
+    "make_sampler",
+    "member_specs",
+    "open_storage",
+    "open_study",
+    "redact",
+    "replica_statistic",
+    "resolve_url",
+    "run_worker",
+    "start_workers",
+    "state_counts",
+    "status_text",
+    "study_names",
+    "suggest",
+    "summary",
+    "supervise",
+    "trashed",
+    "trial_line",
+    "trial_value",
+    "write_atomically",
+]

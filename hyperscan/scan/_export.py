@@ -1,0 +1,71 @@
+"""The best eligible trial as a fit runcard that `hyperscan fit` reproduces."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tempfile
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from hyperscan import __version__
+from hyperscan.scan._space import export_text
+from hyperscan.scan._study import ScanError, StudySetup
+
+
+def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
+    """The best COMPLETE trial: trashed trials are PRUNED, so they are never eligible."""
+    study = setup.study
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not complete:
+        counts = {state.name.lower(): 0 for state in TrialState}
+        for trial in study.get_trials(deepcopy=False):
+            counts[trial.state.name.lower()] += 1
+        listed = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+        raise ScanError(
+            f"study {study.study_name!r} has no complete trial yet ({listed or 'no trials'})"
+        )
+    return study.best_trial
+
+
+def export_best(setup: StudySetup) -> tuple[optuna.trial.FrozenTrial, str]:
+    trial = best_trial(setup)
+    objective = setup.runcard.scan.objective
+    provenance = {
+        "study": setup.study.study_name,
+        "storage": setup.url,
+        "trial": trial.number,
+        "value": trial.value,
+        "objective": f"{objective.statistic} of {objective.chi2} chi2 per point over "
+        f"{setup.runcard.scan.replicas} replicas"
+        + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else ""),
+        "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "hyperscan": __version__,
+    }
+    # The worker's thread count is part of what makes the fit reproducible (TrainingSection).
+    threads = trial.user_attrs.get("fit", {}).get("threads")
+    runcard = setup.runcard.model_copy(
+        update={"training": setup.runcard.training.model_copy(update={"threads": threads})}
+    )
+    return trial, export_text(runcard, trial.params, provenance)
+
+
+def write_atomically(path: Path, text: str, force: bool = False) -> None:
+    """The file appears complete or not at all; an existing one is kept unless `force`."""
+    path = Path(path)
+    if path.exists() and not force:
+        raise ScanError(f"{path} exists; use --force to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o666 & ~umask)
+        os.replace(staging, path)
+    except BaseException:
+        Path(staging).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,75 @@
+"""`hyperscan scan`: one machine, the embedded storage, N worker processes, a live summary."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+from hyperscan.scan._objective import trashed
+from hyperscan.scan._status import state_counts
+from hyperscan.scan._storage import STORAGE_ENV, resolve_url
+
+POLL_SECONDS = 1.0
+
+
+def trial_line(trial: optuna.trial.FrozenTrial) -> str:
+    """One line per finished trial for the live summary."""
+    seconds = trial.user_attrs.get("fit", {}).get("seconds")
+    took = f" in {seconds:.0f} s" if seconds is not None else ""
+    if trial.state == TrialState.COMPLETE:
+        return f"trial {trial.number}: {trial.value:.4f}{took} {trial.params}"
+    if trashed(trial):
+        return f"trial {trial.number}: trashed{took}: {trashed(trial)}"
+    return f"trial {trial.number}: {trial.state.name.lower()}{took}"
+
+
+def start_workers(study: str, url: str, workers: int) -> list[subprocess.Popen]:
+    """Worker processes sharing the cores; the URL travels in the environment, not argv."""
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    env = {**os.environ, STORAGE_ENV: resolve_url(url)}
+    command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
+    command += ["--threads", str(threads), "--quiet"]
+    return [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(workers)]
+
+
+def supervise(
+    processes: list[subprocess.Popen],
+    study: optuna.Study,
+    echo: Callable[[str], None],
+) -> list[int]:
+    """Print each trial as it finishes until every worker exits; Ctrl-C stops them cleanly."""
+    shown: set[int] = set()
+    stopping = False
+    while True:
+        try:
+            for trial in study.get_trials(deepcopy=False):
+                if trial.state.is_finished() and trial.number not in shown:
+                    shown.add(trial.number)
+                    echo(trial_line(trial))
+            if all(p.poll() is not None for p in processes):
+                return [p.returncode for p in processes]
+            time.sleep(POLL_SECONDS)
+        except KeyboardInterrupt:
+            if not stopping:
+                echo("stopping: the running trials end at their next sync and are re-queued")
+                stopping = True
+                for process in processes:
+                    if process.poll() is None:
+                        process.send_signal(signal.SIGTERM)
+
+
+def counts_line(study: optuna.Study) -> str:
+    counts = state_counts(study.get_trials(deepcopy=False))
+    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+
+def default_output(name: str) -> Path:
+    return Path(f"{name}-best.yml")

@@ -1,0 +1,159 @@
+"""One trial = one ensemble (folds × replicas) fitted in one model, scored across replicas."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+
+import numpy as np
+import optuna
+import tensorflow as tf
+
+from hyperscan import __version__
+from hyperscan.data import Problem
+from hyperscan.fit import DIVERGED, FitResult, MemberSpec, SyncReport, run_fit
+from hyperscan.model import HELD_OUT, VALIDATION
+from hyperscan.runcard import ScanRuncard
+from hyperscan.scan._space import fixed_runcard, suggest
+from hyperscan.scan._statistics import all_statistics, summary, trial_value
+
+WORKER_ATTR = "worker"
+TRASHED_ATTR = "trashed"
+RETRY_OF_ATTR = "retry_of"
+
+
+class WorkerStopping(Exception):
+    """The worker was asked to stop; the trial is failed and re-queued for another worker."""
+
+
+def worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def member_specs(runcard: ScanRuncard) -> list[MemberSpec]:
+    """Members = folds × replicas, each fold's datasets held out of its members' training."""
+    replicas = range(1, runcard.scan.replicas + 1)
+    if not runcard.scan.folds:
+        return [MemberSpec(replica) for replica in replicas]
+    return [
+        MemberSpec(replica, held_out=tuple(fold), fold=k)
+        for k, fold in enumerate(runcard.scan.folds)
+        for replica in replicas
+    ]
+
+
+def trashed(trial: optuna.Trial) -> str | None:
+    """The reason a finished trial was trashed, None if it was not."""
+    return trial.user_attrs.get(TRASHED_ATTR)
+
+
+class Objective:
+    """Callable for `study.optimize`: suggest → fit → report → statistics → value or trash."""
+
+    def __init__(self, runcard: ScanRuncard, problem: Problem, stop: threading.Event) -> None:
+        self.runcard = runcard
+        self.problem = problem
+        self.stop = stop
+        self.specs = member_specs(runcard)
+        self.folds = np.array([spec.fold for spec in self.specs])
+        self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
+
+    def __call__(self, trial: optuna.Trial) -> float:
+        trial.set_user_attr(WORKER_ATTR, worker_id())
+        params = suggest(trial, self.runcard.scan)
+        card = fixed_runcard(self.runcard, params)
+        monitor = _Monitor(self, trial)
+        if not self.stop.is_set():
+            result = run_fit(card, problem=self.problem, members=self.specs, on_sync=monitor)
+        if self.stop.is_set():
+            trial.study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
+            raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
+        self._record(trial, result)
+        reason = self._trash_reason(result)
+        if reason is not None:
+            trial.set_user_attr(TRASHED_ATTR, reason)
+            # PRUNED, not FAIL: TPE ignores failed trials but ranks pruned ones below every
+            # complete trial, so it learns to avoid the diverging region (DESIGN.md §4).
+            raise optuna.TrialPruned(f"trashed: {reason}")
+        if monitor.pruned:
+            raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
+        return trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
+
+    def _chi2(self, result: FitResult) -> np.ndarray:
+        name = "held_out" if self.category == HELD_OUT else "validation"
+        return result.chi2_per_point[name]
+
+    def _trash_reason(self, result: FitResult) -> str | None:
+        diverged = [m for m, status in enumerate(result.status) if status == "diverged"]
+        if len(diverged) <= self.runcard.scan.divergence.max_diverged:
+            return None
+        details = []
+        for m in diverged:
+            fold = f" (fold {result.folds[m]})" if result.folds[m] >= 0 else ""
+            details.append(
+                f"replica {result.replicas[m]}{fold} at epoch {result.stop_epoch[m]}: "
+                f"{result.divergence[m]}"
+            )
+        return f"{len(diverged)} diverged: " + "; ".join(details)
+
+    def _record(self, trial: optuna.Trial, result: FitResult) -> None:
+        """A handful of user attributes (each one a storage write)."""
+        objective = self.runcard.scan.objective
+        chi2 = self._chi2(result)
+        trial.set_user_attr("statistics", all_statistics(chi2, objective))
+        trial.set_user_attr(
+            "replicas",
+            {name: summary(values) for name, values in result.chi2_per_point.items()},
+        )
+        if self.runcard.scan.folds:
+            trial.set_user_attr(
+                "folds",
+                {
+                    str(k): summary(chi2[self.folds == k])
+                    for k in range(len(self.runcard.scan.folds))
+                },
+            )
+        trial.set_user_attr(
+            "fit",
+            {
+                "members": result.n_members,
+                "diverged": result.count("diverged"),
+                "pos_veto": result.count("pos-veto"),
+                "best_epochs": result.best_epoch.tolist(),
+                "steps": result.steps,
+                "seconds": round(result.seconds, 2),
+                "host": socket.gethostname(),
+                "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
+                "hyperscan": __version__,
+            },
+        )
+
+
+class _Monitor:
+    """The fit's sync hook: intermediate reports for pruning, early trash, worker stop."""
+
+    def __init__(self, objective: Objective, trial: optuna.Trial) -> None:
+        self.objective = objective
+        self.trial = trial
+        self.syncs = 0
+        self.pruned = False
+
+    def __call__(self, report: SyncReport) -> bool:
+        self.syncs += 1
+        if self.objective.stop.is_set():
+            return True
+        diverged = int((report.status == DIVERGED).sum())
+        if diverged > self.objective.runcard.scan.divergence.max_diverged:
+            return True  # trashed anyway: stop spending compute on it
+        pruner = self.objective.runcard.scan.pruner
+        if self.syncs % pruner.report_every:
+            return False
+        chi2 = report.chi2_per_point[:, self.objective.category]
+        value = trial_value(chi2, self.objective.folds, self.objective.runcard.scan.objective)
+        if np.isfinite(value):
+            self.trial.report(value, step=report.step)
+            if self.trial.should_prune():
+                self.pruned = True
+                return True
+        return False

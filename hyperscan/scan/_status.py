@@ -1,0 +1,70 @@
+"""What `hyperscan study status` prints: states, the best trial's replica spread, who runs what."""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter
+
+import optuna
+from optuna.trial import TrialState
+
+from hyperscan.scan._objective import RETRY_OF_ATTR, WORKER_ATTR, trashed
+from hyperscan.scan._study import StudySetup
+
+
+def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:
+    """Counts by state, with trashed trials apart from those the pruner stopped."""
+    counts: Counter[str] = Counter()
+    for trial in trials:
+        if trial.state == TrialState.PRUNED and trashed(trial):
+            counts["trashed"] += 1
+        else:
+            counts[trial.state.name.lower()] += 1
+    return counts
+
+
+def _age(trial: optuna.trial.FrozenTrial, now: datetime.datetime) -> str:
+    if trial.datetime_start is None:
+        return "?"
+    seconds = int((now - trial.datetime_start).total_seconds())
+    return f"{seconds // 60}m{seconds % 60:02d}s"
+
+
+def status_text(setup: StudySetup) -> str:
+    study = setup.study
+    trials = study.get_trials(deepcopy=False)
+    counts = state_counts(trials)
+    order = ("complete", "pruned", "trashed", "fail", "running", "waiting")
+    lines = [
+        f"study {study.study_name} ({setup.url})",
+        "trials: "
+        + ", ".join(f"{counts.get(state, 0)} {state}" for state in order)
+        + f" (budget {setup.runcard.scan.trials} finished)",
+    ]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    if complete:
+        best = study.best_trial
+        lines.append(f"best: trial {best.number}, value {best.value:.6g}")
+        for key in ("statistics", "replicas", "folds", "fit"):
+            if key in best.user_attrs:
+                lines.append(f"  {key}: {best.user_attrs[key]}")
+        lines.append(f"  params: {best.params}")
+    else:
+        lines.append("best: none yet (no complete trial)")
+    now = datetime.datetime.now()
+    running = [t for t in trials if t.state == TrialState.RUNNING]
+    if running:
+        lines.append("running:")
+        for trial in running:
+            worker = trial.user_attrs.get(WORKER_ATTR, "?")
+            lines.append(f"  trial {trial.number} on {worker}, started {_age(trial, now)} ago")
+    bad = [t for t in trials if trashed(t)]
+    if bad:
+        lines.append("trashed:")
+        lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad)
+    retried = [t for t in trials if RETRY_OF_ATTR in t.user_attrs]
+    if retried:
+        lines.append(
+            "retried: " + ", ".join(f"{t.user_attrs[RETRY_OF_ATTR]} → {t.number}" for t in retried)
+        )
+    return "\n".join(lines)

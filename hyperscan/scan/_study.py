@@ -1,0 +1,130 @@
+"""Studies that carry their own runcard and data fingerprint, so a worker needs only a name."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+import optuna
+from optuna.storages import BaseStorage
+
+from hyperscan import __version__
+from hyperscan.data import Problem
+from hyperscan.fit import load_problem
+from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
+from hyperscan.scan._storage import load_study, storage_url, study_names
+
+RUNCARD_ATTR = "hyperscan:runcard"
+FINGERPRINT_ATTR = "hyperscan:data_fingerprint"
+VERSION_ATTR = "hyperscan:version"
+DIRECTION = "minimize"
+
+# Samplers that need packages hyperscan does not install: checked before anything is written.
+_SAMPLER_PACKAGES = {"gp": ("torch", "scipy"), "cmaes": ("cmaes",)}
+
+
+class ScanError(Exception):
+    """A user-facing problem with a study (mismatch, no complete trial, ...)."""
+
+
+@dataclass(frozen=True)
+class StudySetup:
+    """What a worker needs: the study, its runcard and the data it was created for."""
+
+    study: optuna.Study
+    runcard: ScanRuncard
+    problem: Problem
+    url: str  # the storage, password redacted
+
+
+def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
+    """Checks that need the data or the environment; the schema checked everything else."""
+    problems = []
+    names = set(problem.names)
+    for k, fold in enumerate(runcard.scan.folds):
+        for i, name in enumerate(fold):
+            if name not in names:
+                problems.append(
+                    (f"scan.folds[{k}][{i}]", f"no dataset {name!r}; datasets: {sorted(names)}")
+                )
+    if runcard.scan.objective.chi2 == "validation" and runcard.data.training_fraction >= 1:
+        problems.append(
+            (
+                "scan.objective.chi2",
+                "validation chi2 needs validation points: set data.training_fraction below 1",
+            )
+        )
+    missing = [
+        package
+        for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())
+        if importlib.util.find_spec(package) is None
+    ]
+    if missing:
+        problems.append(
+            (
+                "scan.sampler.name",
+                f"sampler {runcard.scan.sampler.name!r} needs {', '.join(missing)}: "
+                f"pip install {' '.join(missing)}",
+            )
+        )
+    if problems:
+        raise RuncardError(problems, source=source)
+
+
+def create_study(
+    runcard: ScanRuncard, storage: BaseStorage, name: str, source: str = "<runcard>"
+) -> tuple[optuna.Study, bool]:
+    """Create the study once; the same runcard again is a no-op, a different one is refused.
+
+    Returns the study and whether it was created now. Everything is checked before the first
+    write, so a refused runcard leaves the storage as it was.
+    """
+    problem = load_problem(runcard)
+    check_runcard(runcard, problem, source)
+    text = dump_runcard(runcard)
+    if name not in study_names(storage):
+        try:
+            study = optuna.create_study(storage=storage, study_name=name, direction=DIRECTION)
+        except optuna.exceptions.DuplicatedStudyError:
+            pass  # another process created it a moment ago: compare below
+        else:
+            study.set_user_attr(RUNCARD_ATTR, text)
+            study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
+            study.set_user_attr(VERSION_ATTR, __version__)
+            return study, True
+    study = load_study(storage, name)
+    stored = study.user_attrs.get(RUNCARD_ATTR)
+    if stored != text:
+        raise ScanError(
+            f"study {name!r} in {storage_url(storage)} exists with a different runcard; "
+            "choose another --name, or use the runcard it was created with "
+            f"(hyperscan study status --study {name} shows it)"
+        )
+    return study, False
+
+
+def open_study(storage: BaseStorage, name: str) -> StudySetup:
+    """Load a study with its runcard, refusing data that differ from the study's."""
+    study = load_study(storage, name)
+    text = study.user_attrs.get(RUNCARD_ATTR)
+    if text is None:
+        raise ScanError(
+            f"study {name!r} in {storage_url(storage)} was not created by `hyperscan study "
+            "create` (it has no runcard)"
+        )
+    try:
+        runcard = parse_scan_runcard(text, source=f"runcard of study {name!r}")
+    except RuncardError as error:
+        raise ScanError(
+            f"the runcard stored on study {name!r} is not valid for hyperscan {__version__} "
+            f"(created by {study.user_attrs.get(VERSION_ATTR, 'an unknown version')}):\n{error}"
+        ) from None
+    problem = load_problem(runcard)
+    expected = study.user_attrs.get(FINGERPRINT_ATTR)
+    if problem.fingerprint() != expected:
+        raise ScanError(
+            f"the data this worker builds differ from those study {name!r} was created with "
+            f"(fingerprint {problem.fingerprint()[:12]} here, {str(expected)[:12]} in the "
+            "study); run workers with the hyperscan version and data of the study"
+        )
+    return StudySetup(study, runcard, problem, storage_url(storage))
