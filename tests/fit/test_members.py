@@ -63,6 +63,7 @@ def test_a_nan_member_is_flagged_at_once_and_the_others_finish(make_card):
     result = run_fit(card, initial_params=params)
     assert result.status == ["ok", "diverged", "ok"]
     assert result.stop_epoch.tolist()[1] == 0
+    assert result.divergence == ["", "non-finite loss", ""]
     assert np.isfinite(result.chi2_per_point["training"][[0, 2]]).all()
 
 
@@ -72,4 +73,9 @@ def test_an_exploding_member_is_flagged_and_the_others_finish(make_card):
     result = run_fit(card, settings=settings)
     assert result.status == ["ok", "diverged", "ok"]
     assert 0 <= result.stop_epoch[1] < 5
+    assert result.divergence[1] in {
+        "loss above divergence.max_loss",
+        "non-finite loss",
+        "non-finite parameters after the update",
+    }
     assert np.isfinite(result.chi2_per_point["training"][[0, 2]]).all()
