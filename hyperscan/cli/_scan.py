@@ -1,4 +1,4 @@
-"""Scan commands: study create|status, worker, export, dashboard, scan."""
+"""Scan commands: study create|status|copy, worker, export, dashboard, scan."""
 
 from __future__ import annotations
 
@@ -11,8 +11,12 @@ from hyperscan.cli._common import fail, storage_option
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
-def _prepare(device: str = "auto", threads: int | None = None) -> None:
-    """Quiet TensorFlow and Optuna start-up; hyperscan prints its own summaries."""
+def _prepare(device: str = "cpu", threads: int | None = None) -> None:
+    """Quiet TensorFlow and Optuna start-up; hyperscan prints its own summaries.
+
+    Only workers need an accelerator: the other commands stay on the CPU, so a status query
+    or the dashboard on a GPU node takes no GPU memory.
+    """
     try:
         configure_tensorflow(device, threads)
     except ValueError as error:
@@ -83,11 +87,57 @@ def study_status(name: str, storage: str | None) -> None:
     click.echo(status_text(setup))
 
 
+@study.command("copy")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    metavar="URL",
+    help="Storage holding the study: a journal file path or a URL.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    metavar="URL",
+    help="Storage to copy into (its schema is created if needed).",
+)
+@click.option("--study", "name", required=True, help="Study name.")
+@click.option("--as", "new_name", help="Name in the destination (default: the same).")
+def study_copy(source: str, target: str, name: str, new_name: str | None) -> None:
+    """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
+    storage, e.g. from the embedded journal to PostgreSQL. Stop its workers first.
+
+    \b
+    Example:
+      hyperscan study copy --from hyperscan.journal --to postgresql://user@db/scans \\
+          --study quickstart-scan
+    """
+    _prepare()
+    from hyperscan.scan import copy_study, counts_line, redact
+
+    try:
+        copied = copy_study(source, target, name, new_name)
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(
+        f"study {name!r} copied to {redact(target)} as {copied.study_name!r}: "
+        f"{counts_line(copied) or 'no trials'}"
+    )
+
+
 @click.command()
 @click.option("--study", "name", required=True, help="Study name.")
 @storage_option
 @click.option("--n-trials", type=click.IntRange(min=1), help="Stop after this many trials.")
 @click.option("--timeout", type=click.FloatRange(min=0), help="Stop starting trials after S s.")
+@click.option(
+    "--stop-after",
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Walltime of a batch job in s: take no trial that is not expected to end within S s "
+    "(expected: the median complete trial, this worker's or else the study's); then exit 0.",
+)
 @click.option(
     "--device",
     default="auto",
@@ -117,6 +167,7 @@ def worker(
     storage: str | None,
     n_trials: int | None,
     timeout: float | None,
+    stop_after: float | None,
     device: str,
     threads: int | None,
     heartbeat_interval: int,
@@ -130,6 +181,7 @@ def worker(
     \b
     Example:
       HYPERSCAN_STORAGE=postgresql://user@db/scans hyperscan worker --study dis --device gpu:0
+      hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
     """
     _prepare(device, threads)
     from hyperscan.scan import run_worker, trial_line
@@ -146,6 +198,7 @@ def worker(
             timeout=timeout,
             heartbeat_interval=heartbeat_interval,
             grace_period=grace_period,
+            stop_after=stop_after,
             on_trial=show,
         )
     except _scan_errors() as error:
@@ -156,9 +209,17 @@ def worker(
             if report.stopped_by_signal
             else "budget reached"
             if report.budget_reached
+            else _walltime_reason(report)
+            if report.walltime_reached
             else "limit reached"
         )
         click.echo(f"worker done: {report.trials} trials, {why}")
+
+
+def _walltime_reason(report) -> str:
+    expected = report.expected_trial_s
+    trial = "a trial" if expected is None else f"a trial (~{expected:.0f} s)"
+    return f"walltime: {trial} would not end in the {report.seconds_left:.0f} s left"
 
 
 @click.command()

@@ -1,5 +1,6 @@
 """The scan service: studies, workers, replica statistics, trash rule, export."""
 
+from hyperscan.scan._copy import copy_study
 from hyperscan.scan._export import best_trial, export_best, write_atomically
 from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
 from hyperscan.scan._objective import Objective, WorkerStopping, member_specs, trashed
@@ -31,6 +32,7 @@ __all__ = [
     "all_statistics",
     "best_trial",
     "check_runcard",
+    "copy_study",
     "counts_line",
     "create_study",
     "default_output",

@@ -78,7 +78,13 @@ class Objective:
             raise optuna.TrialPruned(f"trashed: {reason}")
         if monitor.pruned:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
-        return trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
+        value = trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
+        if not np.isfinite(value):
+            # Optuna would record a non-finite value as FAIL, which TPE ignores.
+            reason = f"non-finite trial value ({value}); member status: {result.status}"
+            trial.set_user_attr(TRASHED_ATTR, reason)
+            raise optuna.TrialPruned(f"trashed: {reason}")
+        return value
 
     def _chi2(self, result: FitResult) -> np.ndarray:
         name = "held_out" if self.category == HELD_OUT else "validation"
@@ -101,7 +107,7 @@ class Objective:
         """A handful of user attributes (each one a storage write)."""
         objective = self.runcard.scan.objective
         chi2 = self._chi2(result)
-        trial.set_user_attr("statistics", all_statistics(chi2, objective))
+        trial.set_user_attr("statistics", all_statistics(chi2, self.folds, objective))
         trial.set_user_attr(
             "replicas",
             {name: summary(values) for name, values in result.chi2_per_point.items()},
@@ -120,7 +126,8 @@ class Objective:
                 "members": result.n_members,
                 "diverged": result.count("diverged"),
                 "pos_veto": result.count("pos-veto"),
-                "best_epochs": result.best_epoch.tolist(),
+                # Quantiles, not the list: the dashboard cuts attributes at 1,024 characters.
+                "best_epoch": summary(result.best_epoch[result.best_epoch >= 0]),
                 "steps": result.steps,
                 "seconds": round(result.seconds, 2),
                 "host": socket.gethostname(),

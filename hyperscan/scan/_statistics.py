@@ -24,7 +24,8 @@ def replica_statistic(chi2: np.ndarray, objective: ObjectiveSection) -> float:
     if objective.statistic == "mean_plus_std":
         return float(np.mean(chi2) + objective.std_weight * np.std(chi2))
     # trimmed_mean: n3fit's "best 85% of replicas"; at least one replica.
-    kept = max(1, math.ceil(objective.best_fraction * chi2.size))
+    # Rounded first: 0.55 * 100 is 55.000000000000007 in binary, which ceil would make 56.
+    kept = max(1, math.ceil(round(objective.best_fraction * chi2.size, 9)))
     return float(np.mean(np.sort(chi2)[:kept]))
 
 
@@ -56,10 +57,12 @@ def summary(values: np.ndarray) -> dict[str, float]:
     return {key: round(float(value), 5) for key, value in stats.items()} | {"n": int(values.size)}
 
 
-def all_statistics(chi2: np.ndarray, objective: ObjectiveSection) -> Mapping[str, float]:
-    """Every replica statistic the objective could use, so a study can be re-ranked later."""
+def all_statistics(
+    chi2: np.ndarray, folds: np.ndarray, objective: ObjectiveSection
+) -> Mapping[str, float]:
+    """The trial value under every replica statistic, so a study can be re-ranked later."""
     names = ("mean", "median", "trimmed_mean", "max", "mean_plus_std")
     return {
-        name: round(replica_statistic(chi2, objective.model_copy(update={"statistic": name})), 6)
+        name: round(trial_value(chi2, folds, objective.model_copy(update={"statistic": name})), 6)
         for name in names
     }

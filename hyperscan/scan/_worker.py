@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -61,6 +63,33 @@ class WorkerReport:
     trials: int  # trials this worker finished or handed back
     stopped_by_signal: bool
     budget_reached: bool
+    # --stop-after: the next trial (expected_trial_s, None if unknown) did not fit in seconds_left
+    walltime_reached: bool = False
+    expected_trial_s: float | None = None
+    seconds_left: float | None = None
+
+
+def trial_seconds(trials: Iterable[optuna.trial.FrozenTrial]) -> list[float]:
+    """Wall-clock durations of the COMPLETE trials among ``trials`` (pruned ones end early)."""
+    return [
+        (trial.datetime_complete - trial.datetime_start).total_seconds()
+        for trial in trials
+        if trial.state == TrialState.COMPLETE
+        and trial.datetime_start is not None
+        and trial.datetime_complete is not None
+    ]
+
+
+def expected_trial_seconds(own: list[float], study: list[float]) -> float | None:
+    """The median duration of a complete trial: this worker's own if it completed any (its
+    hardware), else the study's; None before any trial of the study completed."""
+    durations = own or study
+    return statistics.median(durations) if durations else None
+
+
+def trial_fits(seconds_left: float, expected: float | None) -> bool:
+    """Whether to take another trial with ``seconds_left`` of walltime."""
+    return seconds_left > 0 and (expected is None or expected <= seconds_left)
 
 
 def finished_trials(study: optuna.Study) -> int:
@@ -93,9 +122,15 @@ def run_worker(
     timeout: float | None = None,
     heartbeat_interval: int = 60,
     grace_period: int = 600,
+    stop_after: float | None = None,
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
 ) -> WorkerReport:
-    """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal."""
+    """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
+
+    `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
+    to end in the time left (see :func:`expected_trial_seconds`).
+    """
+    deadline = None if stop_after is None else time.monotonic() + stop_after
     storage = open_storage(
         storage_url, heartbeat_interval=heartbeat_interval, grace_period=grace_period
     )
@@ -111,6 +146,23 @@ def run_worker(
     if finished_trials(study) >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 
+    own: list[float] = []  # durations of this worker's complete trials
+    walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
+
+    def out_of_walltime() -> bool:
+        if deadline is None:
+            return False
+        left = deadline - time.monotonic()
+        study_durations = [] if own else trial_seconds(study.get_trials(deepcopy=False))
+        expected = expected_trial_seconds(own, study_durations)
+        if trial_fits(left, expected):
+            return False
+        walltime.update(expected=expected, left=max(left, 0.0))
+        return True
+
+    if out_of_walltime():
+        return _report(0, False, study, budget, walltime)
+
     stop = threading.Event()
     objective = Objective(runcard, setup.problem, stop)
     done = 0
@@ -118,9 +170,10 @@ def run_worker(
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         nonlocal done
         done += 1
+        own.extend(trial_seconds([trial]))
         if on_trial is not None:
             on_trial(trial)
-        if stop.is_set():
+        if stop.is_set() or out_of_walltime():
             study.stop()
 
     with stop_on_signals(stop):
@@ -132,8 +185,17 @@ def run_worker(
             callbacks=[MaxTrialsCallback(budget, states=FINISHED), after_trial],
             gc_after_trial=True,
         )
+    return _report(done, stop.is_set(), study, budget, walltime)
+
+
+def _report(
+    done: int, signalled: bool, study: optuna.Study, budget: int, walltime: dict
+) -> WorkerReport:
     return WorkerReport(
         done,
-        stopped_by_signal=stop.is_set(),
+        stopped_by_signal=signalled,
         budget_reached=finished_trials(study) >= budget,
+        walltime_reached=bool(walltime),
+        expected_trial_s=walltime.get("expected"),
+        seconds_left=walltime.get("left"),
     )

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Moving a study between storages, e.g. from the embedded journal to PostgreSQL.
+
+Optuna's ``copy_study`` carries what hyperscan keeps on a study: its user attributes (the
+runcard, the data fingerprint, the version), system attributes, and every trial with its
+parameters, values, intermediate reports, user attributes and start/end times.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+
+import optuna
+from optuna.trial import TrialState
+
+from hyperscan.scan._storage import (
+    describe_error,
+    load_study,
+    open_storage,
+    resolve_url,
+    storage_url,
+    study_names,
+)
+from hyperscan.scan._study import ScanError
+
+
+def copy_study(
+    source_url: str, target_url: str, name: str, new_name: str | None = None
+) -> optuna.Study:
+    """Copy study ``name`` from ``source_url`` to ``target_url`` (as ``new_name``).
+
+    Refused while a trial is RUNNING (a copied running trial has no heartbeat in the
+    destination and would never be retried) and when the destination already holds the name.
+    A copy that fails half-way is removed from the destination. Returns the new study.
+    """
+    new_name = new_name or name
+    if resolve_url(source_url) == resolve_url(target_url) and new_name == name:
+        raise ScanError("source and destination are the same study; give another --as NAME")
+    source = open_storage(source_url)
+    study = load_study(source, name)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    if running:
+        numbers = ", ".join(str(trial.number) for trial in running)
+        raise ScanError(
+            f"study {name!r} has running trials ({numbers}): stop its workers first; a trial "
+            "whose worker died is failed and re-queued by the next worker after the grace period"
+        )
+    target = open_storage(target_url, create=True)
+    where = storage_url(target)
+    exists = ScanError(f"study {new_name!r} exists in {where}; choose another name with --as")
+    if new_name in study_names(target):
+        raise exists
+    try:
+        optuna.copy_study(
+            from_study_name=name, from_storage=source, to_storage=target, to_study_name=new_name
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        raise exists from None  # created by someone else a moment ago: not ours to remove
+    except BaseException as exc:
+        # Leave no half-copied study behind: the next attempt would be refused as existing.
+        with suppress(Exception):
+            optuna.delete_study(study_name=new_name, storage=target)
+        if isinstance(exc, Exception):
+            raise describe_error(exc, resolve_url(target_url)) from exc
+        raise
+    return load_study(target, new_name)

@@ -1,0 +1,295 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`hyperscan dashboard` serves a hyperscan journal through optuna-dashboard, on 127.0.0.1 only.
+
+The server is started the way users start it (the console script, as a subprocess) on a study
+whose trials carry the user attributes a scan worker records, and is queried through
+optuna-dashboard's JSON API (``/api/studies``, ``/api/studies/<id>``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution
+from optuna.trial import TrialState, create_trial
+
+from hyperscan.scan import open_storage
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+STUDY = "dis-scan"
+START_TIMEOUT_S = 90.0  # the command imports TensorFlow before it serves
+
+DISTRIBUTIONS = {
+    "optimizer": CategoricalDistribution(["adam", "nadam"]),
+    "adam.learning_rate": FloatDistribution(1e-3, 3e-2, log=True),
+}
+
+
+def statistics(mean: float) -> dict[str, float]:
+    return {
+        "mean": mean,
+        "median": round(mean - 0.01, 6),
+        "trimmed_mean": round(mean - 0.02, 6),
+        "max": round(mean + 0.3, 6),
+        "mean_plus_std": round(mean + 0.1, 6),
+    }
+
+
+def replicas(mean: float) -> dict[str, dict[str, float]]:
+    spread = {
+        "mean": mean,
+        "std": 0.05,
+        "min": round(mean - 0.07, 5),
+        "max": round(mean + 0.07, 5),
+        "q16": round(mean - 0.05, 5),
+        "q50": mean,
+        "q84": round(mean + 0.05, 5),
+        "n": 4,
+    }
+    return {"training": spread, "validation": spread, "held_out": {"n": 4, "finite": 0}}
+
+
+def fit(diverged: int = 0) -> dict[str, Any]:
+    return {
+        "members": 4,
+        "diverged": diverged,
+        "pos_veto": 0,
+        "best_epochs": [812, 640, 999, 731],
+        "steps": 1000,
+        "seconds": 41.37,
+        "host": "node17",
+        "threads": 8,
+        "hyperscan": "0.1.0",
+    }
+
+
+# value, learning rate of the COMPLETE trials
+COMPLETE = [(1.234, 2.0e-3), (1.117, 5.0e-3), (1.562, 1.2e-2)]
+TRASH_REASON = "1 diverged: replica 3 at epoch 212: non-finite loss"
+
+
+def trial_attrs(value: float) -> dict[str, Any]:
+    return {
+        "worker": "node17:4242",
+        "statistics": statistics(value),
+        "replicas": replicas(value),
+        "fit": fit(),
+    }
+
+
+@pytest.fixture(scope="module")
+def journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A hyperscan journal file with one study: three COMPLETE trials and one trashed one."""
+    path = tmp_path_factory.mktemp("dashboard") / "scans.journal"
+    storage = open_storage(str(path), create=True)
+    study = optuna.create_study(study_name=STUDY, storage=storage)
+    for value, rate in COMPLETE:
+        study.add_trial(
+            create_trial(
+                params={"optimizer": "adam", "adam.learning_rate": rate},
+                distributions=DISTRIBUTIONS,
+                value=value,
+                user_attrs=trial_attrs(value),
+            )
+        )
+    study.add_trial(
+        create_trial(
+            state=TrialState.PRUNED,
+            params={"optimizer": "adam", "adam.learning_rate": 2.9e-2},
+            distributions=DISTRIBUTIONS,
+            user_attrs={**trial_attrs(9.9), "fit": fit(diverged=1), "trashed": TRASH_REASON},
+        )
+    )
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def hyperscan_command() -> list[str]:
+    """The installed console script (next to this interpreter), as users run it."""
+    script = Path(sys.executable).with_name("hyperscan")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "from hyperscan.cli import main; main()"]
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "HYPERSCAN_STORAGE"}
+    env["PYTHONUNBUFFERED"] = "1"  # the URL line must reach the log before the server blocks
+    env.setdefault("CUDA_VISIBLE_DEVICES", "")
+    return env
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen
+    port: int
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def get(self, route: str) -> Any:
+        with urllib.request.urlopen(self.url + route, timeout=10) as reply:
+            assert reply.status == 200
+            return json.loads(reply.read())
+
+
+def stop(process: subprocess.Popen) -> None:
+    """End the server this test started (its own process id only)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(journal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    port = free_port()
+    log = tmp_path_factory.mktemp("dashboard-log") / "server.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(
+            [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=environment(),
+            cwd=journal.parent,
+        )
+    running = Server(process, port, log)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"the dashboard exited with {process.returncode}:\n{running.output()}")
+            try:
+                running.get("/api/studies")
+                break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no answer within {START_TIMEOUT_S} s:\n{running.output()}")
+                time.sleep(0.25)
+        yield running
+    finally:
+        stop(process)
+
+
+def study_id(server: Server) -> int:
+    listed = server.get("/api/studies")["study_summaries"]
+    (summary,) = [s for s in listed if s["study_name"] == STUDY]
+    return summary["study_id"]
+
+
+def attrs(trial: dict[str, Any]) -> dict[str, str]:
+    """optuna-dashboard sends user attributes as key/value pairs, dict values as JSON text."""
+    return {item["key"]: item["value"] for item in trial["user_attrs"]}
+
+
+def test_the_study_is_listed(server: Server) -> None:
+    listed = server.get("/api/studies")["study_summaries"]
+    assert [s["study_name"] for s in listed] == [STUDY]
+    assert listed[0]["directions"] == ["minimize"]
+
+
+def test_trials_carry_the_replica_statistics(server: Server) -> None:
+    detail = server.get(f"/api/studies/{study_id(server)}")
+    assert detail["name"] == STUDY
+    trials = detail["trials"]
+    assert [t["number"] for t in trials] == [0, 1, 2, 3]
+    assert [t["state"] for t in trials] == ["Complete"] * 3 + ["Pruned"]
+    for trial, (value, _) in zip(trials, COMPLETE, strict=False):
+        assert trial["values"] == [value]
+        shown = attrs(trial)
+        assert json.loads(shown["statistics"]) == statistics(value)
+        assert json.loads(shown["replicas"]) == replicas(value)
+        assert json.loads(shown["fit"]) == fit()
+        assert shown["worker"] == "node17:4242"
+    trashed = attrs(trials[3])
+    assert trashed["trashed"] == TRASH_REASON
+    assert json.loads(trashed["fit"])["diverged"] == 1
+    keys = {item["key"] for item in detail["union_user_attrs"]}
+    assert {"statistics", "replicas", "fit", "worker", "trashed"} <= keys
+
+
+def test_best_trial_is_the_lowest_complete_one(server: Server) -> None:
+    detail = server.get(f"/api/studies/{study_id(server)}")
+    (best,) = detail["best_trials"]
+    assert best["number"] == 1
+    assert best["values"] == [1.117]
+    assert "trashed" not in attrs(best)
+
+
+def test_it_prints_a_local_url(server: Server) -> None:
+    assert f"dashboard on http://127.0.0.1:{server.port}/" in server.output()
+
+
+def listening_addresses(port: int) -> list[str]:
+    """Local addresses (hex, as the kernel writes them) of TCP sockets listening on `port`."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            address, hex_port = fields[1].rsplit(":", 1)
+            if int(hex_port, 16) == port and fields[3] == "0A":  # 0A: LISTEN
+                found.append(address)
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="needs Linux /proc/net/tcp")
+def test_it_listens_on_the_loopback_address_only(server: Server) -> None:
+    # 127.0.0.1 in /proc/net/tcp is 0100007F (little-endian); 0.0.0.0 or :: would be zeros.
+    assert listening_addresses(server.port) == ["0100007F"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="127.0.0.2 is a loopback address on Linux")
+def test_another_local_address_is_refused(server: Server) -> None:
+    """All of 127/8 reaches this machine on Linux: a server bound to 0.0.0.0 would answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5):
+        pass
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.2", server.port), timeout=5).close()
+
+
+def test_a_missing_journal_is_an_error_not_a_new_file(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.journal"
+    result = subprocess.run(
+        [*hyperscan_command(), "dashboard", "--storage", str(missing), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no journal file" in result.stderr
+    assert not missing.exists()
