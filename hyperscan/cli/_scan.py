@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -183,6 +184,7 @@ def worker(
       HYPERSCAN_STORAGE=postgresql://user@db/scans hyperscan worker --study dis --device gpu:0
       hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
     """
+    started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
     _prepare(device, threads)
     from hyperscan.scan import run_worker, trial_line
 
@@ -198,7 +200,7 @@ def worker(
             timeout=timeout,
             heartbeat_interval=heartbeat_interval,
             grace_period=grace_period,
-            stop_after=stop_after,
+            stop_after=None if stop_after is None else stop_after - (time.monotonic() - started),
             on_trial=show,
         )
     except _scan_errors() as error:

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`hyperscan worker --stop-after S`: in a batch job, take no trial that would outlast it."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import optuna
+import pytest
+from click.testing import CliRunner
+from optuna.distributions import FloatDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+import hyperscan.scan._worker as worker_module
+from hyperscan.cli import main
+from hyperscan.runcard import load_scan_runcard
+from hyperscan.scan import create_study, open_storage, run_worker
+from hyperscan.scan._worker import expected_trial_seconds, trial_fits, trial_seconds
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+PARAM = "optimizer.learning_rate"
+
+
+def finished(seconds: float, state: TrialState = TrialState.COMPLETE) -> FrozenTrial:
+    end = datetime.datetime.now()
+    return FrozenTrial(
+        number=0,
+        state=state,
+        value=1.0 if state == TrialState.COMPLETE else None,
+        datetime_start=end - datetime.timedelta(seconds=seconds),
+        datetime_complete=end,
+        params={PARAM: 0.005},
+        distributions={PARAM: FloatDistribution(1e-3, 1e-2, log=True)},
+        user_attrs={},
+        system_attrs={},
+        intermediate_values={},
+        trial_id=0,
+    )
+
+
+def test_a_trial_is_expected_to_last_the_median_complete_trial():
+    trials = [finished(10), finished(30), finished(1000), finished(5, TrialState.PRUNED)]
+    assert trial_seconds(trials) == pytest.approx([10, 30, 1000], abs=1e-3)
+    assert expected_trial_seconds([], []) is None
+    assert expected_trial_seconds([], [10, 30, 1000]) == 30
+    # this worker's own trials first: it may run on other hardware than the rest
+    assert expected_trial_seconds([5, 7], [100, 200]) == 6
+    assert trial_fits(10, None) and not trial_fits(0, None)
+    assert trial_fits(30, 30) and not trial_fits(29.9, 30)
+
+
+@pytest.fixture
+def journal_study(tmp_path, tiny_runcard):
+    tiny_runcard.write_text(tiny_runcard.read_text().replace("trials: 4", "trials: 100"))
+    journal = tmp_path / "walltime.journal"
+    study, _ = create_study(
+        load_scan_runcard(tiny_runcard), open_storage(str(journal), create=True), "w"
+    )
+    return journal, study
+
+
+def test_worker_takes_no_trial_that_would_outlast_the_walltime(journal_study):
+    journal, study = journal_study
+    for seconds in (3600, 3000):
+        study.add_trial(finished(seconds))
+    study.add_trial(finished(10, TrialState.PRUNED))  # pruned trials end early: not counted
+    args = ["worker", "--study", "w", "--storage", str(journal), "--stop-after", "1800"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "worker done: 0 trials, walltime: a trial (~3300 s) would not end in the" in (
+        result.output
+    )
+    assert len(study.get_trials()) == 3
+
+
+def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypatch):
+    """No complete trial in the study: the worker takes one, then goes by its own durations,
+    and its trials end before the walltime, without leaving much of it unused."""
+    journal, study = journal_study
+    seconds, stop_after = 0.3, 1.5
+
+    class Sleepy:
+        def __init__(self, runcard, problem, stop):
+            pass
+
+        def __call__(self, trial: optuna.Trial) -> float:
+            trial.suggest_float(PARAM, 1e-3, 1e-2, log=True)
+            time.sleep(seconds)
+            return 1.0
+
+    monkeypatch.setattr(worker_module, "Objective", Sleepy)
+    started = datetime.datetime.now()  # the journal keeps trial times in naive local time
+    report = run_worker("w", str(journal), stop_after=stop_after)
+    assert report.walltime_reached and not report.budget_reached
+    assert report.trials >= 2
+    assert report.expected_trial_s == pytest.approx(seconds, abs=0.2)
+    complete = study.get_trials(states=(TrialState.COMPLETE,))
+    assert len(complete) == report.trials
+    ends = [(t.datetime_complete - started).total_seconds() for t in complete]
+    # the last trial started only because it was expected to end in time, and it did
+    assert max(ends) <= stop_after + 0.25
+    # and the worker did not quit while another trial would still have fitted
+    assert stop_after - max(ends) < seconds + 0.5
