@@ -9,6 +9,7 @@ import click
 
 from hyperscan import __version__
 from hyperscan.cli._common import fail
+from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_tensorflow
 
@@ -70,5 +71,5 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     click.echo(f"results in {outdir}/")
 
 
-for command in (study, worker, export, dashboard, scan):
+for command in (study, worker, export, dashboard, scan, report, plot):
     main.add_command(command)

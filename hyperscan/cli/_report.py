@@ -1,0 +1,92 @@
+"""Report commands: `report` (a study as one HTML page) and `plot` (a fit folder as PNGs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hyperscan.cli._common import fail, storage_option
+from hyperscan.cli._tensorflow import configure_tensorflow
+
+
+@click.command()
+@click.option("--study", "name", required=True, help="Study name.")
+@storage_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path, dir_okay=False),
+    required=True,
+    help="The HTML file to write (self-contained: opens offline, no JavaScript).",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Best trials listed in the table.",
+)
+def report(name: str, storage: str | None, output: Path, force: bool, top: int) -> None:
+    """Write a study's report as one self-contained HTML page.
+
+    Objective history with the running best, the statistic against each hyperparameter
+    (pruned and trashed trials apart, with reasons), parameter importances, the spread of
+    replica chi2 per trial, the best trials, trial states and worker throughput over time.
+
+    \b
+    Example:
+      hyperscan report --study quickstart-scan -o quickstart-report.html
+    """
+    if output.exists() and not force:
+        fail(f"{output} exists; use --force to replace it")
+    # The report needs no accelerator: keep TensorFlow (imported by hyperscan.scan) quiet and
+    # off the GPUs that workers on this node may be using.
+    configure_tensorflow("cpu")
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    from hyperscan.report import ReportError, study_report
+    from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically
+    from hyperscan.scan._storage import storage_url
+
+    try:
+        handle = open_storage(storage)
+        study = load_study(handle, name)
+        text = study_report(study, storage_url(handle), top=top)
+        write_atomically(output, text, force=force)
+    except (ScanError, StorageError, ReportError) as error:
+        fail(str(error))
+    click.echo(f"report of study {name!r} written to {output}")
+
+
+@click.command()
+@click.argument("fitdir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(path_type=Path, file_okay=False),
+    required=True,
+    help="Folder for the PNG files (created; files of the same name are replaced).",
+)
+def plot(fitdir: Path, outdir: Path) -> None:
+    """Plot the fit in FITDIR (an OUTDIR of `hyperscan fit`) as PNG files.
+
+    PDFs of all members at Q0 in the evolution and physical bases (68% band, median, and the
+    truth for closure fits), chi2 per point by dataset, training histories.
+
+    \b
+    Example:
+      hyperscan plot runs/quickstart -o runs/quickstart/plots
+    """
+    from hyperscan.report import FitPlotError, plot_fit
+
+    try:
+        written = plot_fit(fitdir, outdir)
+    except FitPlotError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the plots into {outdir}: {error.strerror or error}")
+    click.echo(f"{len(written)} plots written to {outdir}/")

@@ -1,0 +1,503 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PNG plots of one fit's output folder: PDF bands at Q0, chi2 per dataset, training histories.
+
+Reads only the files a fit writes (no TensorFlow): ``pdfs.npz`` (x*f of every member at Q0 in
+the fitted evolution basis), ``results.json`` (status and chi2 of every member),
+``history.npz`` (chi2 of every member at every host sync) and ``runcard.yml`` (whether the fit
+is a closure test, and of which data). The truth of a closure fit is
+:func:`hyperscan.data.toy_pdf`: the closure data of both levels are predictions of the
+normalised toy PDF (level 1 only adds one fluctuation to the data, not to the truth).
+
+Bands are over the members with status ``ok``, as NNPDF discards replicas that fail
+positivity; members excluded are counted in the figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
+
+from hyperscan.data import FIT_BASIS, closure_problem, flavour_combination, toy_pdf
+from hyperscan.report._style import BAND, TRUTH, new_figure, save_png, style, wants_log
+
+__all__ = [
+    "EVOLUTION",
+    "PHYSICAL",
+    "FitOutput",
+    "FitPlotError",
+    "dataset_chi2_figure",
+    "history_figure",
+    "load_fit",
+    "pdf_figure",
+    "pdf_overview_figure",
+    "plot_fit",
+]
+
+# The names hyperscan.fit writes (hyperscan.fit imports TensorFlow, which plotting does not
+# need; a test checks the names agree).
+RESULTS_FILE = "results.json"
+PDF_FILE = "pdfs.npz"
+HISTORY_FILE = "history.npz"
+RUNCARD_FILE = "runcard.yml"
+
+EVOLUTION = "evolution"
+PHYSICAL = "physical"
+#: Physical flavours plotted (c = cbar at Q0 in the fitted basis, so cbar is not repeated).
+PHYSICAL_PLOTTED = ("u", "ubar", "d", "dbar", "s", "sbar", "c", "g")
+_LABELS = {
+    "Sigma": r"$\Sigma$",
+    "g": "$g$",
+    "V": "$V$",
+    "V3": "$V_3$",
+    "V8": "$V_8$",
+    "T3": "$T_3$",
+    "T8": "$T_8$",
+    "T15": "$T_{15}$",
+    "u": "$u$",
+    "ubar": r"$\bar u$",
+    "d": "$d$",
+    "dbar": r"$\bar d$",
+    "s": "$s$",
+    "sbar": r"$\bar s$",
+    "c": "$c = \\bar c$",
+}
+_CATEGORIES = ("training", "validation", "held-out")
+_RUNNING, _STOPPED, _DIVERGED = 0, 1, 2  # history.npz status codes (hyperscan.fit._trainer)
+_X_AXIS = "$x$"
+
+
+class FitPlotError(Exception):
+    """The folder is not a fit's output (a file is missing or unreadable)."""
+
+
+def _rotation(basis: str) -> tuple[tuple[str, ...], np.ndarray]:
+    """Names and the (8, n) matrix taking fitted-basis x*f to the plotted ones."""
+    if basis == EVOLUTION:
+        return FIT_BASIS, np.eye(len(FIT_BASIS))
+    rows = [flavour_combination({name: 1.0}) for name in PHYSICAL_PLOTTED]
+    return PHYSICAL_PLOTTED, np.stack(rows, axis=1)
+
+
+@dataclass(frozen=True)
+class FitOutput:
+    """What a fit folder holds, as arrays."""
+
+    path: Path
+    x: np.ndarray  # (n_x,)
+    xf: np.ndarray  # (M, n_x, 8) in FIT_BASIS
+    replicas: np.ndarray  # (M,)
+    status: tuple[str, ...]  # (M,) ok, pos-veto, diverged
+    members: list[dict[str, Any]]  # results.json members
+    runcard: dict[str, Any]  # runcard.yml as written
+    history: dict[str, np.ndarray] | None = None  # step (S,), chi2_per_point (S, M, 3), status
+    datasets: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, x range
+
+    @property
+    def n_members(self) -> int:
+        return int(self.xf.shape[0])
+
+    @property
+    def closure(self) -> dict[str, Any] | None:
+        """The runcard's ``data.closure`` section; None for a fit of other data."""
+        data = self.runcard.get("data")
+        closure = data.get("closure") if isinstance(data, dict) else None
+        return closure if isinstance(closure, dict) else None
+
+    @property
+    def used(self) -> np.ndarray:
+        """(M,) members in the bands: status ok with finite PDFs (all finite ones if none is)."""
+        finite = np.isfinite(self.xf).all(axis=(1, 2))
+        ok = finite & np.array([s == "ok" for s in self.status], dtype=bool)
+        return ok if ok.any() else finite
+
+    def truth(self, basis: str = EVOLUTION) -> np.ndarray | None:
+        """(n_x, n) the closure truth x*f in the plotted basis; None when not a closure fit."""
+        if self.closure is None:
+            return None
+        return toy_pdf(self.x) @ _rotation(basis)[1]
+
+    def pdfs(self, basis: str = EVOLUTION) -> tuple[tuple[str, ...], np.ndarray]:
+        """Names and (M, n_x, n) x*f of every member in the plotted basis."""
+        names, matrix = _rotation(basis)
+        return names, self.xf.astype(np.float64) @ matrix
+
+    def members_note(self) -> str:
+        used = int(self.used.sum())
+        excluded = [s for s, u in zip(self.status, self.used, strict=True) if not u]
+        text = f"{used} of {self.n_members} members"
+        if excluded:
+            counts = {s: excluded.count(s) for s in dict.fromkeys(excluded)}
+            text += " (excluded: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")"
+        return text
+
+    @property
+    def steps_per_call(self) -> int | None:
+        training = self.runcard.get("training")
+        value = training.get("steps_per_call") if isinstance(training, dict) else None
+        if isinstance(value, int):
+            return value
+        if self.history is not None and self.history["step"].size > 1:
+            return int(np.diff(self.history["step"]).min())
+        return None
+
+    def data_x_range(self) -> tuple[float, float] | None:
+        if not self.datasets:
+            return None
+        return (
+            min(lo for _, lo, _ in self.datasets.values()),
+            max(hi for _, _, hi in self.datasets.values()),
+        )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise FitPlotError(f"cannot read {path}: {error}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("members"), list):
+        raise FitPlotError(f"{path} is not a hyperscan results file (no 'members' list)")
+    return document
+
+
+def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path) as archive:
+            missing = [key for key in keys if key not in archive]
+            if missing:
+                raise FitPlotError(f"{path} lacks {', '.join(missing)}")
+            return {key: archive[key] for key in archive.files}
+    except (OSError, ValueError) as error:
+        raise FitPlotError(f"cannot read {path}: {error}") from None
+
+
+def _closure_datasets(closure: dict[str, Any], names: list[str]) -> dict:
+    """Points and x range of each fitted closure dataset (for labels and the data region)."""
+    try:
+        problem = closure_problem(
+            str(closure.get("size", "small")),
+            level=int(closure.get("level", 1)),
+            seed=int(closure.get("seed", 0)),
+        )
+    except (TypeError, ValueError):
+        return {}
+    found = {d.name: d for d in problem.datasets}
+    if not all(name in found for name in names):
+        return {}
+    return {
+        name: (
+            found[name].n_data,
+            float(np.min(found[name].kinematics[:, 0])),
+            float(np.max(found[name].kinematics[:, 0])),
+        )
+        for name in names
+    }
+
+
+def load_fit(fitdir: str | Path) -> FitOutput:
+    """Read a fit folder; :class:`FitPlotError` names what is missing or damaged."""
+    fitdir = Path(fitdir)
+    if not fitdir.is_dir():
+        raise FitPlotError(f"{fitdir} is not a folder (expected the OUTDIR of `hyperscan fit`)")
+    missing = [f for f in (RESULTS_FILE, PDF_FILE, RUNCARD_FILE) if not (fitdir / f).is_file()]
+    if missing:
+        raise FitPlotError(
+            f"{fitdir} is not a fit's output: it has no {', '.join(missing)} "
+            "(expected the OUTDIR of `hyperscan fit`)"
+        )
+    results = _read_json(fitdir / RESULTS_FILE)
+    pdfs = _read_npz(fitdir / PDF_FILE, ("x", "xf", "status"))
+    try:
+        runcard = yaml.safe_load((fitdir / RUNCARD_FILE).read_text()) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise FitPlotError(f"cannot read {fitdir / RUNCARD_FILE}: {error}") from None
+    history = None
+    if (fitdir / HISTORY_FILE).is_file():
+        history = _read_npz(fitdir / HISTORY_FILE, ("step", "chi2_per_point", "status"))
+    xf = np.asarray(pdfs["xf"])
+    if xf.ndim != 3 or xf.shape[2] != len(FIT_BASIS) or xf.shape[1] != pdfs["x"].size:
+        raise FitPlotError(f"{fitdir / PDF_FILE}: xf has shape {xf.shape}, expected (M, x, 8)")
+    members = results["members"]
+    runcard = runcard if isinstance(runcard, dict) else {}
+    data = runcard.get("data")
+    closure = data.get("closure") if isinstance(data, dict) else None
+    datasets = {}
+    if isinstance(closure, dict) and members:
+        names = list(members[0].get("dataset_chi2_per_point", {}))
+        datasets = _closure_datasets(closure, names)
+    if len(members) != xf.shape[0] or pdfs["status"].shape != (xf.shape[0],):
+        raise FitPlotError(
+            f"{fitdir}: {RESULTS_FILE} has {len(members)} members, {PDF_FILE} {xf.shape[0]} "
+            "(files of different fits?)"
+        )
+    return FitOutput(
+        path=fitdir,
+        x=np.asarray(pdfs["x"], dtype=np.float64),
+        xf=xf,
+        replicas=np.asarray(pdfs.get("replicas", np.arange(1, xf.shape[0] + 1))),
+        status=tuple(str(s) for s in pdfs["status"]),
+        members=members,
+        runcard=runcard,
+        history=history,
+        datasets=datasets,
+    )
+
+
+# --------------------------------------------------------------------------- PDFs
+
+
+def _bands(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(M, n_x) -> 16%, 50%, 84% quantiles over members."""
+    q16, q50, q84 = np.quantile(values, (0.16, 0.5, 0.84), axis=0)
+    return q16, q50, q84
+
+
+def _limits(*curves: np.ndarray, margin: float = 0.12) -> tuple[float, float]:
+    """y limits from the band and truth, not from wild replicas far outside the data."""
+    values = np.concatenate([np.ravel(c) for c in curves])
+    values = values[np.isfinite(values)]
+    lo, hi = (float(values.min()), float(values.max())) if values.size else (0.0, 1.0)
+    span = hi - lo or max(abs(hi), 1e-3)
+    return lo - margin * span, hi + margin * span
+
+
+def _shade_no_data(ax: Axes, fit: FitOutput) -> None:
+    region = fit.data_x_range()
+    if region is None:
+        return
+    lo, hi = region
+    ax.axvspan(fit.x.min(), lo, color="0.5", alpha=0.08, lw=0)
+    if hi < fit.x.max():
+        ax.axvspan(hi, fit.x.max(), color="0.5", alpha=0.08, lw=0)
+
+
+def _draw_pdf(
+    ax: Axes, fit: FitOutput, values: np.ndarray, truth: np.ndarray | None, replicas: bool
+) -> None:
+    """Replicas (thin), 68% band, median and truth of one flavour on log x."""
+    used = values[fit.used]
+    q16, q50, q84 = _bands(used)
+    if replicas and used.shape[0] <= 200:
+        for curve in used:
+            ax.plot(fit.x, curve, color=BAND, lw=0.5, alpha=0.25, zorder=1)
+    ax.fill_between(fit.x, q16, q84, color=BAND, alpha=0.35, lw=0, label="68% of members", zorder=2)
+    ax.plot(fit.x, q50, color=BAND, lw=1.6, label="median", zorder=3)
+    if truth is not None:
+        ax.plot(fit.x, truth, color=TRUTH, lw=1.3, ls="--", label="truth (toy PDF)", zorder=4)
+    ax.axhline(0.0, color="0.3", lw=0.6, zorder=0)
+    ax.set_xscale("log")
+    # Five decades: minor ticks carry no label, and formatting them costs half the figure.
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(fit.x.min(), fit.x.max())
+    curves = [q16, q84] + ([truth] if truth is not None else [])
+    ax.set_ylim(*_limits(*curves))
+    _shade_no_data(ax, fit)
+
+
+def _title(fit: FitOutput) -> str:
+    closure = fit.closure
+    what = (
+        f"closure test (level {closure.get('level', '?')}, {closure.get('size', '?')} data)"
+        if closure is not None
+        else "fit"
+    )
+    return f"{fit.path.name}: {what}, {fit.members_note()}"
+
+
+def pdf_overview_figure(fit: FitOutput, basis: str = EVOLUTION) -> Figure:
+    """All flavours of one basis at Q0 in a 2 x 4 grid: 68% band, median, truth."""
+    names, values = fit.pdfs(basis)
+    truth = fit.truth(basis)
+    figure = new_figure(13.0, 6.2)
+    axes = figure.subplots(2, 4)
+    for k, (ax, name) in enumerate(zip(axes.flat, names, strict=True)):
+        _draw_pdf(ax, fit, values[:, :, k], None if truth is None else truth[:, k], False)
+        ax.set_title(_LABELS.get(name, name))
+        if k >= 4:
+            ax.set_xlabel(_X_AXIS)
+        if k % 4 == 0:
+            ax.set_ylabel("$x f(x, Q_0)$")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    if fit.data_x_range() is not None:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(color="0.5", alpha=0.15, lw=0))
+        labels.append("outside the data's x range")
+    figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
+    basis_name = "evolution basis (fitted)" if basis == EVOLUTION else "physical basis"
+    figure.suptitle(f"PDFs at $Q_0$, {basis_name} — {_title(fit)}")
+    return figure
+
+
+def pdf_figure(fit: FitOutput, name: str, basis: str = EVOLUTION) -> Figure:
+    """One flavour: members, 68% band, median and truth; for closure fits the pull below."""
+    names, values = fit.pdfs(basis)
+    k = names.index(name)
+    truth_all = fit.truth(basis)
+    truth = None if truth_all is None else truth_all[:, k]
+    figure = new_figure(7.0, 5.6 if truth is not None else 4.4)
+    if truth is None:
+        top = figure.subplots()
+        bottom = None
+    else:
+        top, bottom = figure.subplots(2, 1, sharex=True, height_ratios=(3, 1.3))
+    _draw_pdf(top, fit, values[:, :, k], truth, replicas=True)
+    top.plot([], [], color=BAND, lw=0.5, alpha=0.5, label="members")
+    top.set_ylabel(f"$x f(x, Q_0)$, {_LABELS.get(name, name)}")
+    top.legend(loc="best")
+    top.set_title(f"{_LABELS.get(name, name)} at $Q_0$ — {_title(fit)}", fontsize=9.5)
+    if bottom is None:
+        top.set_xlabel(_X_AXIS)
+        return figure
+    q16, q50, q84 = _bands(values[fit.used][:, :, k])
+    sigma = 0.5 * (q84 - q16)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pull = np.where(sigma > 1e-12 * (1 + np.abs(q50)), (q50 - truth) / sigma, np.nan)
+    bottom.axhspan(-1, 1, color=BAND, alpha=0.15, lw=0)
+    bottom.axhline(0, color=TRUTH, lw=1.0, ls="--")
+    bottom.plot(fit.x, pull, color=BAND, lw=1.4)
+    bottom.set_ylim(-4, 4)
+    bottom.set_ylabel("(median − truth)\n/ half 68% width")
+    bottom.set_xlabel(_X_AXIS)
+    _shade_no_data(bottom, fit)
+    return figure
+
+
+# --------------------------------------------------------------------------- chi2
+
+
+def dataset_chi2_figure(fit: FitOutput) -> Figure:
+    """Experimental chi2 per point of each dataset: every member, median and 68% range."""
+    used = [m for m, u in zip(fit.members, fit.used, strict=True) if u]
+    names = list(fit.members[0].get("dataset_chi2_per_point", {})) if fit.members else []
+    rows = ["total"] + names
+    table = np.full((len(used), len(rows)), np.nan)
+    for i, member in enumerate(used):
+        total = member.get("chi2_per_point", {}).get("experimental")
+        table[i, 0] = np.nan if total is None else total
+        for j, name in enumerate(names, start=1):
+            value = member.get("dataset_chi2_per_point", {}).get(name)
+            table[i, j] = np.nan if value is None else value
+    figure = new_figure(8.0, 1.6 + 0.34 * len(rows))
+    ax = figure.subplots()
+    rng = np.random.default_rng(0)
+    y = np.arange(len(rows))[::-1].astype(float)
+    for j in range(len(rows)):
+        column = table[:, j][np.isfinite(table[:, j])]
+        if not column.size:
+            continue
+        jitter = rng.uniform(-0.18, 0.18, column.size)
+        colour = TRUTH if j == 0 else BAND
+        ax.scatter(column, y[j] + jitter, s=9, color=colour, alpha=0.45, lw=0, zorder=2)
+        q16, q50, q84 = np.quantile(column, (0.16, 0.5, 0.84))
+        ax.plot([q16, q84], [y[j], y[j]], color=colour, lw=3.2, alpha=0.8, zorder=3)
+        ax.plot([q50], [y[j]], marker="|", ms=14, mew=2.4, color="#ff7f0e", zorder=4)
+    labels = ["total (all data)"] + [
+        f"{name} ({fit.datasets[name][0]} pts)" if name in fit.datasets else name for name in names
+    ]
+    ax.set_yticks(y, labels)
+    ax.grid(axis="y", alpha=0)
+    ax.axvline(1.0, color="0.3", lw=0.9, ls="--", zorder=1)
+    if wants_log(table):
+        ax.set_xscale("log")
+    ax.set_xlabel(r"experimental $\chi^2 / N_\mathrm{dat}$")
+    ax.plot([], [], color=BAND, lw=3.2, label="68% of members")
+    ax.plot([], [], marker="|", ms=10, mew=2.2, ls="", color="#ff7f0e", label="median")
+    ax.scatter([], [], s=9, color=BAND, label="one member")
+    ax.legend(loc="lower right")
+    ax.set_title(f"$\\chi^2$ per point by dataset — {_title(fit)}", fontsize=9.5)
+    return figure
+
+
+def history_figure(fit: FitOutput) -> Figure:
+    """chi2 per point of every member at every host sync: training, validation (held-out)."""
+    history = fit.history
+    if history is None:
+        raise FitPlotError(f"{fit.path} has no {HISTORY_FILE}")
+    steps = np.asarray(history["step"])
+    chi2 = np.asarray(history["chi2_per_point"], dtype=float)  # (S, M, 3)
+    status = np.asarray(history["status"])  # (S, M)
+    folds = [int(m.get("fold", -1)) for m in fit.members]
+    shown = [0, 1] + ([2] if any(f >= 0 for f in folds) else [])
+    figure = new_figure(4.6 * len(shown) + 0.6, 4.4)
+    axes = np.atleast_1d(figure.subplots(1, len(shown), sharey=True))
+    # A member's curve ends at the sync where it stopped or diverged.
+    before = np.vstack([np.full((1, status.shape[1]), _RUNNING), status[:-1]])
+    live = before == _RUNNING
+    many = chi2.shape[1] > 10
+    colours = [f"C{m % 10}" for m in range(chi2.shape[1])]
+    for ax, category in zip(axes, shown, strict=True):
+        values = np.where(live & np.isfinite(chi2[:, :, category]), chi2[:, :, category], np.nan)
+        values = np.where(values > 0, values, np.nan)
+        for m in range(values.shape[1]):
+            label = None if many else f"replica {fit.replicas[m]}"
+            colour = BAND if many else colours[m]
+            ax.plot(
+                steps, values[:, m], color=colour, lw=0.8, alpha=0.4 if many else 0.9, label=label
+            )
+            diverged = np.flatnonzero(status[:, m] == _DIVERGED)
+            if diverged.size:
+                s = diverged[0]
+                y = values[s, m] if np.isfinite(values[s, m]) else np.nanmax(values)
+                ax.plot(steps[s], y, marker="x", ms=8, mew=2, color="#d62728", zorder=5)
+            if category == 1 and m < len(fit.members):
+                best = int(fit.members[m].get("best_epoch", -1))
+                curve = values[:, m]
+                ok = np.isfinite(curve)
+                if best >= 0 and ok.any():
+                    at = np.interp(best + 1, steps[ok], curve[ok])
+                    ax.plot(best + 1, at, marker="o", ms=4.5, color=colour, mec="k", mew=0.6)
+        if many:
+            with np.errstate(all="ignore"):
+                median = np.nanmedian(values, axis=1)
+            ax.plot(steps, median, color="k", lw=1.8, label="median of members")
+        ax.set_yscale("log")
+        ax.set_xlabel("training step")
+        ax.set_title(f"{_CATEGORIES[category]} $\\chi^2$ per point")
+    axes[0].set_ylabel(r"$\chi^2 / N_\mathrm{dat}$")
+    axes[-1].plot([], [], marker="o", ms=4.5, ls="", color="0.6", mec="k", label="best step")
+    if (status == _DIVERGED).any():
+        axes[-1].plot([], [], marker="x", ms=8, mew=2, ls="", color="#d62728", label="diverged")
+    axes[-1].legend(loc="upper right", ncols=2 if not many and chi2.shape[1] > 5 else 1)
+    every = fit.steps_per_call
+    recorded = f"recorded every {every} steps" if every else "recorded at every host sync"
+    figure.suptitle(f"Training history ({recorded}) — {_title(fit)}")
+    return figure
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
+    """Write every plot of the fit in ``fitdir`` as PNG into ``outdir``; returns the files.
+
+    ``pdfs_evolution.png`` / ``pdfs_physical.png`` (all flavours at Q0),
+    ``pdf_<basis>_<flavour>.png`` (one flavour with members, and the pull to the truth for
+    closure fits), ``chi2_datasets.png`` and ``training_history.png``.
+    """
+    fit = load_fit(fitdir)
+    if not fit.used.any():
+        raise FitPlotError(f"{fit.path}: no member has finite PDFs ({fit.members_note()})")
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def save(figure: Figure, name: str) -> None:
+        written.append(save_png(figure, outdir / name))
+
+    with style():
+        for basis in (EVOLUTION, PHYSICAL):
+            save(pdf_overview_figure(fit, basis), f"pdfs_{basis}.png")
+            for name in fit.pdfs(basis)[0]:
+                save(pdf_figure(fit, name, basis), f"pdf_{basis}_{name}.png")
+        save(dataset_chi2_figure(fit), "chi2_datasets.png")
+        if fit.history is not None:
+            save(history_figure(fit), "training_history.png")
+    return written

@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`hyperscan plot`: PNGs of a small fit; the closure truth where there is one."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+from click.testing import CliRunner
+from PIL import Image
+
+from hyperscan.cli import main
+from hyperscan.data import FIT_BASIS, toy_pdf
+from hyperscan.report import load_fit
+from hyperscan.report._fit_plots import (
+    HISTORY_FILE,
+    PDF_FILE,
+    PHYSICAL,
+    PHYSICAL_PLOTTED,
+    RESULTS_FILE,
+    RUNCARD_FILE,
+    dataset_chi2_figure,
+    history_figure,
+    pdf_figure,
+    pdf_overview_figure,
+)
+from hyperscan.report._style import png_bytes, style
+
+TINY = {
+    "data": {"closure": {"size": "tiny", "level": 1}},
+    "replicas": 3,
+    "architecture": {"nodes": [8], "activations": ["tanh"]},
+    "epochs": 200,
+    "training": {"steps_per_call": 50},
+}
+TRUTH_LABEL = "truth (toy PDF)"
+EXPECTED = (
+    ["pdfs_evolution.png", "pdfs_physical.png", "chi2_datasets.png", "training_history.png"]
+    + [f"pdf_evolution_{name}.png" for name in FIT_BASIS]
+    + [f"pdf_physical_{name}.png" for name in PHYSICAL_PLOTTED]
+)
+
+
+def _not_blank(png: bytes, what: str, band: bool = True) -> None:
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
+    assert image.shape[0] > 200 and image.shape[1] > 300, f"{what}: {image.shape}"
+    assert image.std() > 5, f"{what} is blank"
+    assert (image.sum(axis=2) < 300).mean() > 0.002, f"{what} has almost nothing drawn"
+    if band:  # colour: the band and median are drawn, not only black axes
+        blue = (image[:, :, 2] > image[:, :, 0] + 40).mean()
+        assert blue > 0.002, f"{what}: no band or median drawn"
+
+
+@pytest.fixture(scope="module")
+def fitdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fit")
+    runcard = root / "tiny.yml"
+    runcard.write_text(yaml.safe_dump(TINY))
+    outdir = root / "out"
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    return outdir
+
+
+def test_file_names_are_those_a_fit_writes():
+    from hyperscan.fit import _output
+
+    assert (RESULTS_FILE, PDF_FILE, HISTORY_FILE, RUNCARD_FILE) == (
+        _output.RESULTS_FILE,
+        _output.PDF_FILE,
+        _output.HISTORY_FILE,
+        _output.RUNCARD_FILE,
+    )
+
+
+def test_plot_writes_every_png_and_none_is_blank(fitdir, tmp_path):
+    outdir = tmp_path / "plots"
+    result = CliRunner().invoke(main, ["plot", str(fitdir), "-o", str(outdir)])
+    assert result.exit_code == 0, result.output
+    assert f"{len(EXPECTED)} plots written to {outdir}/" in result.output
+    assert sorted(p.name for p in outdir.iterdir()) == sorted(EXPECTED)
+    for path in outdir.iterdir():
+        _not_blank(path.read_bytes(), path.name, band=path.name.startswith("pdf"))
+
+
+def _truth_lines(figure):
+    return [
+        line for ax in figure.axes for line in ax.get_lines() if line.get_label() == TRUTH_LABEL
+    ]
+
+
+def test_closure_truth_is_drawn(fitdir):
+    fit = load_fit(fitdir)
+    assert fit.closure == {"size": "tiny", "level": 1, "seed": 0}
+    with style():
+        overview = pdf_overview_figure(fit)
+        lines = _truth_lines(overview)
+        assert len(lines) == len(FIT_BASIS)
+        truth = toy_pdf(fit.x)
+        for k, line in enumerate(lines):
+            np.testing.assert_allclose(line.get_ydata(), truth[:, k], rtol=0, atol=1e-12)
+        # Physical basis: u - ubar is the toy's u valence, A x^0.8 (1 - x)^3 with int uv = 2.
+        physical = fit.truth(PHYSICAL)
+        u, ubar = (physical[:, PHYSICAL_PLOTTED.index(n)] for n in ("u", "ubar"))
+        norm = 2.0 / math.exp(math.lgamma(0.8) + math.lgamma(4.0) - math.lgamma(4.8))
+        inside = fit.x < 1
+        shape = fit.x[inside] ** 0.8 * (1 - fit.x[inside]) ** 3
+        np.testing.assert_allclose((u - ubar)[inside], norm * shape, rtol=1e-10)
+        assert len(_truth_lines(pdf_overview_figure(fit, PHYSICAL))) == len(PHYSICAL_PLOTTED)
+        one = pdf_figure(fit, "g")
+        assert len(_truth_lines(one)) == 1 and len(one.axes) == 2  # with the pull panel
+
+
+def test_fit_without_closure_has_no_truth(fitdir, tmp_path):
+    copy = tmp_path / "fit"
+    shutil.copytree(fitdir, copy)
+    card = yaml.safe_load((copy / RUNCARD_FILE).read_text())
+    del card["data"]["closure"]
+    (copy / RUNCARD_FILE).write_text(yaml.safe_dump(card))
+    fit = load_fit(copy)
+    assert fit.closure is None and fit.truth() is None
+    with style():
+        assert _truth_lines(pdf_overview_figure(fit)) == []
+        one = pdf_figure(fit, "Sigma")
+        assert _truth_lines(one) == [] and len(one.axes) == 1
+        _not_blank(png_bytes(one), "no-truth flavour plot")
+
+
+def test_excluded_members_leave_the_bands(fitdir, tmp_path):
+    """A diverged member (NaN PDFs) is left out of bands and chi2, and counted."""
+    copy = tmp_path / "fit"
+    shutil.copytree(fitdir, copy)
+    with np.load(copy / PDF_FILE) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["xf"][1] = np.nan
+    arrays["status"] = np.array(["ok", "diverged", "pos-veto"])
+    np.savez(copy / PDF_FILE, **arrays)
+    document = json.loads((copy / RESULTS_FILE).read_text())
+    document["members"][1]["status"] = "diverged"
+    document["members"][1]["chi2_per_point"]["experimental"] = None
+    (copy / RESULTS_FILE).write_text(json.dumps(document))
+    fit = load_fit(copy)
+    assert fit.used.tolist() == [True, False, False]
+    assert fit.members_note() == "1 of 3 members (excluded: 1 diverged, 1 pos-veto)"
+    with style():
+        for figure in (pdf_overview_figure(fit), dataset_chi2_figure(fit), history_figure(fit)):
+            assert "1 of 3 members" in figure.get_suptitle() + "".join(
+                ax.get_title() for ax in figure.axes
+            )
+            _not_blank(png_bytes(figure), "figure with excluded members", band=False)
+
+
+def test_not_a_fit_folder_exits_2(tmp_path):
+    (tmp_path / "results.json").write_text("{}")
+    result = CliRunner().invoke(main, ["plot", str(tmp_path), "-o", str(tmp_path / "plots")])
+    assert result.exit_code == 2
+    assert "it has no pdfs.npz, runcard.yml" in result.output
+    assert "Traceback" not in result.output
+    missing = CliRunner().invoke(main, ["plot", str(tmp_path / "nope"), "-o", str(tmp_path)])
+    assert missing.exit_code == 2 and "is not a folder" in missing.output
+    assert not (tmp_path / "plots").exists()

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""`hyperscan report`: a self-contained page that a real browser renders without errors."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from _chromium import Chromium
+from _studies import build_study
+from click.testing import CliRunner
+from optuna.trial import TrialState
+from PIL import Image
+
+from hyperscan.cli import main
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(text: str) -> list[tuple[str, dict[str, str | None]]]:
+    parser = _Tags()
+    parser.feed(text)
+    return parser.tags
+
+
+def _assert_not_blank(png: bytes, what: str) -> tuple[int, int]:
+    """Decoded, of non-zero size, and not one colour: a plot, not an empty canvas."""
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=float)
+    height, width, _ = image.shape
+    assert width > 50 and height > 50, f"{what}: {width}x{height}"
+    assert image.std() > 5, f"{what} is blank (pixel std {image.std():.2f})"
+    colours = np.unique(image.reshape(-1, 3)[::7], axis=0).shape[0]
+    assert colours > 8, f"{what} has {colours} colours"
+    dark = (image.sum(axis=2) < 300).mean()  # axes, text, markers
+    assert dark > 0.002, f"{what}: only {dark:.4f} of the pixels are drawn"
+    return width, height
+
+
+def _report(storage: str, study: str, output, *extra: str):
+    return CliRunner().invoke(
+        main, ["report", "--study", study, "--storage", storage, "-o", str(output), *extra]
+    )
+
+
+@pytest.fixture(scope="module")
+def report_file(scan_storage, tmp_path_factory):
+    output = tmp_path_factory.mktemp("report") / "report.html"
+    result = _report(scan_storage, "synthetic", output)
+    assert result.exit_code == 0, result.output
+    assert f"written to {output}" in result.output
+    return output
+
+
+def test_report_is_self_contained(report_file):
+    text = report_file.read_text()
+    tags = _tags(text)
+    assert not [t for t, _ in tags if t in ("script", "link", "iframe", "object", "embed")]
+    images = [attrs for tag, attrs in tags if tag == "img"]
+    # history, 8 parameters, importances, replica spread, states, throughput
+    assert len(images) == 14
+    for attrs in images:
+        assert attrs["src"].startswith("data:image/png;base64,"), attrs["src"][:40]
+        assert attrs.get("alt")
+        _assert_not_blank(base64.b64decode(attrs["src"].split(",", 1)[1]), attrs["alt"])
+    links = [attrs["href"] for tag, attrs in tags if tag == "a"]
+    assert links and all(href.startswith("#") for href in links)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", text)
+
+
+def test_report_content(report_file):
+    text = report_file.read_text()
+    for section in ("history", "parameters", "importances", "spread", "best", "workers", "apart"):
+        assert f'id="{section}"' in text
+    alts = [attrs["alt"] for tag, attrs in _tags(text) if tag == "img"]
+    for name in ("optimizer", "adam.learning_rate", "nadam.clipnorm", "layers", "units_2"):
+        assert f"trial value against {name}" in alts
+    assert "22 complete, 4 pruned, 2 trashed, 1 fail, 1 running, 0 waiting" in text
+    assert "1 diverged: replica 2 at epoch 500: non-finite loss" in text  # trashed reason
+    assert "stopped by the pruner after step 400" in text
+    assert "PED-ANOVA" in text
+    assert "mean over 2 replicas of the validation χ² per point" in text
+    assert "node-a:4101" in text and "node-b:4202" in text
+    assert "hyperscan:runcard" not in text and "space:" in text  # the runcard, shown
+
+
+def test_report_renders_in_headless_chromium(report_file, chromium, tmp_path):
+    with Chromium(chromium) as browser:
+        page = browser.check(report_file.as_uri())
+        # The harness does see errors: a page with a console error, an exception and a
+        # missing image is caught.
+        broken = tmp_path / "broken.html"
+        broken.write_text(
+            '<img src="missing.png"><script>console.error("boom"); undefinedCall()</script>'
+        )
+        control = browser.check(broken.as_uri())
+    assert page.errors == []
+    assert {url.split(":", 1)[0] for url in page.requests} <= {"file", "data"}
+    assert len(page.images) == 14
+    for image in page.images:
+        assert image["complete"] and image["width"] > 0 and image["height"] > 0, image
+    (tmp_path / "screenshot.png").write_bytes(page.screenshot)
+    width, height = _assert_not_blank(page.screenshot, "screenshot")
+    assert height > 3000  # the whole page, not the first screen
+    assert any("boom" in e for e in control.errors)
+    assert any("undefinedCall" in e for e in control.errors)
+    assert any(i["width"] == 0 for i in control.images)
+
+
+def test_no_complete_trial_is_a_clear_message(tmp_path):
+    storage = build_study(
+        tmp_path / "h.journal", "stuck", [TrialState.PRUNED] * 4 + [TrialState.RUNNING]
+    )
+    output = tmp_path / "report.html"
+    result = _report(storage, "stuck", output)
+    assert result.exit_code == 2
+    assert "error: study 'stuck' has no complete trial yet" in result.output
+    assert "(2 pruned, 2 trashed, 1 running)" in result.output
+    assert "hyperscan study status --study stuck" in result.output
+    assert "Traceback" not in result.output
+    assert not output.exists()
+
+    empty = build_study(tmp_path / "e.journal", "empty", [])
+    result = _report(empty, "empty", output)
+    assert result.exit_code == 2 and "no complete trial yet (no trials)" in result.output
+
+
+def test_one_complete_trial_reports_without_importances(tmp_path):
+    storage = build_study(tmp_path / "h.journal", "first", [TrialState.COMPLETE])
+    output = tmp_path / "report.html"
+    result = _report(storage, "first", output)
+    assert result.exit_code == 0, result.output
+    text = output.read_text()
+    assert "Importances need at least 2 complete trials; this study has 1." in text
+    assert "None: every finished trial completed." in text
+
+
+def test_user_mistakes_exit_2(scan_storage, tmp_path):
+    output = tmp_path / "report.html"
+    output.write_text("keep")
+    refused = _report(scan_storage, "synthetic", output)
+    assert refused.exit_code == 2 and "--force" in refused.output
+    assert output.read_text() == "keep"
+    unknown = _report(scan_storage, "nope", tmp_path / "other.html")
+    assert unknown.exit_code == 2
+    assert "no study named 'nope'" in unknown.output and "synthetic" in unknown.output
