@@ -17,6 +17,7 @@ from ._flavours import (
     toy_pdf,
 )
 from ._problem import Dataset, PositivitySet, Problem
+from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
 
 __all__ = [
@@ -27,10 +28,13 @@ __all__ = [
     "STANDARD_XGRID",
     "Dataset",
     "PositivitySet",
+    "REAL_DATASETS",
     "Problem",
     "closure_problem",
     "fit_to_fk_rotation",
     "flavour_combination",
+    "load_real_dataset",
+    "real_problem",
     "replica_data",
     "toy_pdf",
     "training_mask",

@@ -645,8 +645,12 @@ def _summary_rows(
                 "each trial",
                 f"{scan.replicas} replicas"
                 + (f" × {len(scan.folds)} folds" if scan.folds else "")
-                + f", closure data {card.data.closure.size} (level {card.data.closure.level}), "
-                f"at most {card.epochs} epochs",
+                + (
+                    f", closure data {card.data.closure.size} (level {card.data.closure.level}), "
+                    if card.data.closure is not None
+                    else f", real DIS data ({len(card.data.real.datasets)} sets), "
+                )
+                + f"at most {card.epochs} epochs",
             ),
             (
                 "sampler / pruner",

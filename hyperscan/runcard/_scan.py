@@ -312,7 +312,7 @@ def _fixed_reason(path: str) -> str | None:
         return "the replicas of a trial are set by 'scan.replicas'"
     if path == "data.datasets":
         return "the fitted datasets are fixed for a study; use 'scan.folds' to hold some out"
-    if path == "data.closure" or path.startswith("data.closure."):
+    if path in ("data.closure", "data.real") or path.startswith(("data.closure.", "data.real.")):
         return "the data are fixed for a study (workers check them against its fingerprint)"
     if path == "architecture.nodes":
         return "search the hidden layers with 'scan.space.layers' and 'scan.space.units'"

@@ -182,15 +182,95 @@ class ClosureSection(_Section):
     seed: Seed = 0
 
 
-class DataSection(_Section):
-    """Which data are fitted and how each replica sees them."""
+def _check_real_entry(entry: RealDatasetEntry) -> RealDatasetEntry:
+    from hyperscan.runcard._real_datasets import REAL_DATASETS, check_real_dataset
 
-    closure: ClosureSection = Field(default_factory=ClosureSection)
+    if entry.dataset not in REAL_DATASETS:
+        available = ", ".join(sorted(REAL_DATASETS))
+        raise rule_error(
+            f"unknown real dataset {entry.dataset!r}; available: {available}", "dataset"
+        )
+    try:
+        check_real_dataset(entry.dataset, entry.variant)
+    except ValueError as err:
+        raise rule_error(str(err), "variant") from None
+    return entry
+
+
+class RealDatasetEntry(_Section):
+    """One shipped real dataset, as n3fit writes it: ``{dataset: NAME, variant: VARIANT}``."""
+
+    dataset: Str
+    #: The commondata variant; null: the default. Each dataset ships with one variant.
+    variant: Str | None = None
+
+    @model_validator(mode="after")
+    def _shipped(self) -> RealDatasetEntry:
+        return _check_real_entry(self)
+
+
+def _all_real_datasets() -> tuple[RealDatasetEntry, ...]:
+    from hyperscan.runcard._real_datasets import REAL_DATASETS
+
+    return tuple(RealDatasetEntry(dataset=k, variant=v) for k, v in REAL_DATASETS.items())
+
+
+def _unique_real(values: tuple[RealDatasetEntry, ...]) -> tuple[RealDatasetEntry, ...]:
+    _unique(tuple(v.dataset for v in values))
+    return values
+
+
+class RealClosure(_Section):
+    """Closure test on the real FK tables: data replaced by toy-PDF predictions."""
+
+    level: Annotated[Int, Field(ge=0, le=1)] = 1
+    seed: Seed = 0
+
+
+class RealSection(_Section):
+    """Real DIS data shipped with hyperscan (NLO FK tables, NNPDF 4.1.5 commondata)."""
+
+    datasets: Annotated[
+        tuple[RealDatasetEntry, ...], Field(min_length=1), AfterValidator(_unique_real)
+    ] = Field(default_factory=_all_real_datasets)
+    #: Standard DIS cuts: Q2 > q2min and W2 = Q2 (1 - x) / x > w2min (GeV^2).
+    q2min: Annotated[Float, Field(ge=0)] = 3.49
+    w2min: Annotated[Float, Field(ge=0)] = 12.5
+    #: t0 covariance: MULT systematics rescaled by toy-PDF predictions; false: experimental.
+    t0: Bool = True
+    #: null fits the measured data; {level, seed} fits toy-PDF pseudo-data on the same tables.
+    closure: RealClosure | None = None
+
+
+class DataSection(_Section):
+    """Which data are fitted and how each replica sees them.
+
+    Exactly one of ``closure`` (built-in closure data, the default) and ``real``.
+    """
+
+    closure: ClosureSection | None = Field(default_factory=ClosureSection)
+    real: RealSection | None = None
     datasets: Datasets = "all"
     #: Fraction of each dataset's points used for training; the rest validate (stopping).
     training_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.75
     #: Replica method: fluctuate each replica's data; false fits the central data everywhere.
     pseudodata: Bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _real_replaces_closure(cls, data: Any) -> Any:
+        """``real:`` alone means no built-in closure data (the dump writes ``closure: null``)."""
+        if isinstance(data, dict) and data.get("real") is not None and "closure" not in data:
+            return {**data, "closure": None}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DataSection:
+        if self.closure is not None and self.real is not None:
+            raise rule_error("give either 'closure' or 'real', not both", "real")
+        if self.closure is None and self.real is None:
+            raise rule_error("give one of 'closure' or 'real'", "closure")
+        return self
 
 
 class Seeds(_Section):

@@ -1,0 +1,277 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Real DIS data: NLO FK tables and NNPDF 4.1.5 commondata shipped in ``hyperscan/data/dis``.
+
+Each ``<DATASET>.npz`` holds the FK table (n3fit convention, acting on x*f at Q0 = 1.65 GeV,
+only its non-zero flavour rows), the x grid, the kinematics (x, Q2, y) and the experimental
+data of one variant: central values, statistical errors and the systematics with their
+treatment (ADD/MULT) and type (UNCORR, CORR, or a *name* shared across datasets). They are
+copied from the real-data kit (``tools/ship_real_data.py``); see ``dis/NOTICE.md`` for the
+licence (GPL-3) and attribution.
+
+The covariance follows validphys (``covmat_from_systematics``): per dataset
+``diag(stat^2 + sum UNCORR sys^2) + S S^T`` over its CORR columns, plus ``S S^T`` over the
+named columns of *all* datasets (same name = same source, so HERA sets are correlated with each
+other). With ``t0`` the MULT columns are rescaled by ``t0 prediction / central`` (the t0
+covariance); the t0 PDF is the Les Houches toy PDF, as in the n3fit peer runcards.
+
+Sums run in a fixed order (elementwise products, no BLAS) so every machine builds the same
+bytes and ``Problem.fingerprint()`` agrees between a coordinator and its workers.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+from hyperscan.runcard._real_datasets import REAL_DATASETS, check_real_dataset, variant_text
+
+from ._closure import _cholesky_fixed_order, _fixed_order_contract, _outer_sum, _toy_fk_basis
+from ._flavours import FK_BASIS
+from ._problem import Dataset, Problem
+
+#: Folder of the shipped tables.
+REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
+
+#: Standard DIS cuts of NNPDF (validphys ``q2min``, ``w2min``; W2 = Q2 (1 - x) / x).
+DEFAULT_Q2MIN = 3.49
+DEFAULT_W2MIN = 12.5
+
+_DIAGONAL_TYPES = ("UNCORR", "THEORYUNCORR")
+_INTRA_TYPES = ("CORR", "THEORYCORR")
+_SKIP_TYPES = ("SKIP",)
+_REQUIRED = (
+    "fk",
+    "fk_flavours",
+    "xgrid",
+    "kinematics",
+    "central",
+    "stat",
+    "sys",
+    "sys_treatment",
+    "sys_type",
+    "process_type",
+    "variant",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class RealDataset:
+    """One shipped dataset, all points (before cuts), with its uncertainty breakdown."""
+
+    name: str
+    variant: str | None
+    process: str
+    fk: np.ndarray  # (n, 14, n_x)
+    xgrid: np.ndarray
+    kinematics: np.ndarray  # (n, 3): x, Q2, y
+    central: np.ndarray
+    stat: np.ndarray
+    sys: np.ndarray  # (n, n_sys) absolute, also MULT columns
+    sys_treatment: tuple[str, ...]
+    sys_type: tuple[str, ...]
+
+    @property
+    def n_data(self) -> int:
+        return int(self.central.shape[0])
+
+    def cut_mask(self, q2min: float = DEFAULT_Q2MIN, w2min: float = DEFAULT_W2MIN) -> np.ndarray:
+        """Points kept by the DIS cuts Q2 > q2min and W2 = Q2 (1 - x) / x > w2min."""
+        x, q2 = self.kinematics[:, 0], self.kinematics[:, 1]
+        return (q2 > q2min) & (q2 * (1.0 - x) / x > w2min)
+
+    def toy_prediction(self) -> np.ndarray:
+        """FK x Les Houches toy PDF (normalised, as the closure truth), all points."""
+        return _fixed_order_contract(self.fk, _toy_fk_basis(self.xgrid))
+
+
+def _corrupt(path: Path, why: str) -> ValueError:
+    return ValueError(f"corrupt FK file {path}: {why}")
+
+
+def load_real_dataset(
+    name: str, variant: str | None = None, data_dir: Path | str | None = None
+) -> RealDataset:
+    """Read one shipped dataset; unknown names, variants, missing or corrupt files raise."""
+    check_real_dataset(name, variant)
+    folder = REAL_DATA_DIR if data_dir is None else Path(data_dir)
+    path = folder / f"{name}.npz"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"FK file of {name} is missing: {path} (reinstall hyperscan, or rebuild the folder "
+            "with tools/ship_real_data.py)"
+        )
+    return _read(path, name, variant)
+
+
+def _read(path: Path, name: str, variant: str | None) -> RealDataset:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            missing = [k for k in _REQUIRED if k not in z.files]
+            if missing:
+                raise _corrupt(path, f"missing arrays {missing}")
+            a = {k: z[k] for k in _REQUIRED}
+    except ValueError:
+        raise
+    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as err:
+        raise _corrupt(path, f"{type(err).__name__}: {err}") from err
+    stored = str(a["variant"]) or None
+    if stored != variant:
+        raise _corrupt(path, f"it holds {variant_text(stored)}, expected {variant_text(variant)}")
+    rows = a["fk_flavours"]
+    n, n_x = a["fk"].shape[0], a["xgrid"].shape[0]
+    if (
+        a["fk"].ndim != 3
+        or a["fk"].shape[1:] != (rows.shape[0], n_x)
+        or np.any(rows < 0)
+        or np.any(rows >= len(FK_BASIS))
+    ):
+        raise _corrupt(path, f"fk of shape {a['fk'].shape} does not match its flavours/x grid")
+    for key in ("central", "stat"):
+        if a[key].shape != (n,):
+            raise _corrupt(path, f"{key} has shape {a[key].shape}, expected ({n},)")
+    n_sys = a["sys_type"].shape[0]
+    if a["sys"].shape != (n, n_sys) or a["sys_treatment"].shape != (n_sys,):
+        raise _corrupt(path, "systematics arrays have inconsistent shapes")
+    if a["kinematics"].shape != (n, 3):
+        raise _corrupt(path, f"kinematics has shape {a['kinematics'].shape}, expected ({n}, 3)")
+    for key in ("fk", "xgrid", "central", "stat", "sys"):
+        if not np.all(np.isfinite(a[key])):
+            raise _corrupt(path, f"{key} has non-finite entries")
+    fk = np.zeros((n, len(FK_BASIS), n_x))
+    fk[:, rows] = a["fk"]
+    return RealDataset(
+        name=name,
+        variant=variant,
+        process=str(a["process_type"]),
+        fk=fk,
+        xgrid=np.asarray(a["xgrid"], dtype=np.float64),
+        kinematics=np.asarray(a["kinematics"], dtype=np.float64),
+        central=np.asarray(a["central"], dtype=np.float64),
+        stat=np.asarray(a["stat"], dtype=np.float64),
+        sys=np.asarray(a["sys"], dtype=np.float64),
+        sys_treatment=tuple(str(t) for t in a["sys_treatment"]),
+        sys_type=tuple(str(t) for t in a["sys_type"]),
+    )
+
+
+def _systematics(data: RealDataset, mask: np.ndarray, t0: np.ndarray | None) -> np.ndarray:
+    """(n_cut, n_sys) absolute systematics after cuts; MULT ones rescaled to t0 if given."""
+    sys = data.sys[mask]
+    if t0 is None:
+        return sys
+    mult = np.array([t == "MULT" for t in data.sys_treatment])
+    out = np.array(sys)
+    out[:, mult] = sys[:, mult] / data.central[mask][:, None] * t0[:, None]
+    return out
+
+
+def experimental_covmat(
+    data: Sequence[RealDataset],
+    masks: Sequence[np.ndarray],
+    t0: Sequence[np.ndarray] | None = None,
+) -> np.ndarray:
+    """Joint covariance of the datasets (concatenated in order, after their masks).
+
+    t0: per dataset, predictions on the kept points; None gives the experimental covariance.
+    Named systematic types are correlated across datasets (validphys' special systematics).
+    """
+    sizes = [int(m.sum()) for m in masks]
+    offsets = np.cumsum([0, *sizes])
+    n = int(offsets[-1])
+    covmat = np.zeros((n, n))
+    named: dict[str, np.ndarray] = {}
+    for i, (d, m) in enumerate(zip(data, masks, strict=True)):
+        sys = _systematics(d, m, None if t0 is None else np.asarray(t0[i]))
+        types = d.sys_type
+        diag_cols = [j for j, t in enumerate(types) if t in _DIAGONAL_TYPES]
+        intra_cols = [j for j, t in enumerate(types) if t in _INTRA_TYPES]
+        stat = d.stat[m]
+        diagonal = stat * stat
+        for j in diag_cols:
+            diagonal = diagonal + sys[:, j] * sys[:, j]
+        block = slice(offsets[i], offsets[i + 1])
+        covmat[block, block] = np.diag(diagonal) + _outer_sum(sys[:, intra_cols])
+        for j, t in enumerate(types):
+            if t in _DIAGONAL_TYPES or t in _INTRA_TYPES or t in _SKIP_TYPES:
+                continue
+            column = named.setdefault(t, np.zeros(n))
+            column[block] = column[block] + sys[:, j]
+    if named:
+        columns = np.stack([named[k] for k in sorted(named)], axis=1)
+        rows = np.flatnonzero(np.any(columns != 0.0, axis=1))
+        if rows.size:
+            covmat[np.ix_(rows, rows)] = covmat[np.ix_(rows, rows)] + _outer_sum(columns[rows])
+    return covmat
+
+
+@cache
+def _cached(name: str, variant: str | None) -> RealDataset:
+    return load_real_dataset(name, variant)
+
+
+def real_problem(
+    datasets: Sequence[str | Mapping[str, str | None]] | None = None,
+    *,
+    q2min: float = DEFAULT_Q2MIN,
+    w2min: float = DEFAULT_W2MIN,
+    t0: bool = True,
+    closure_level: int | None = None,
+    closure_seed: int = 0,
+    data_dir: Path | str | None = None,
+) -> Problem:
+    """Problem of the shipped real DIS datasets, cuts applied.
+
+    datasets: names, or ``{"dataset": NAME, "variant": VARIANT}`` mappings (None: all shipped
+    sets with their variants). t0: MULT systematics rescaled by the toy-PDF predictions
+    (t0 covariance); False: the experimental covariance. closure_level None fits the measured
+    data (``truth`` None); 0 or 1 replaces them by toy-PDF predictions (+ one fluctuation drawn
+    from the covariance with ``np.random.default_rng(closure_seed)`` at level 1), truth = toy.
+    No positivity sets (as in the n3fit peer runcards).
+    """
+    if datasets is None:
+        datasets = [{"dataset": k, "variant": v} for k, v in REAL_DATASETS.items()]
+    specs: list[tuple[str, str | None]] = []
+    for d in datasets:
+        if isinstance(d, str):
+            specs.append((d, REAL_DATASETS.get(d)))
+        else:
+            specs.append((str(d["dataset"]), d.get("variant")))
+    if not specs:
+        raise ValueError("real_problem needs at least one dataset")
+    if closure_level not in (None, 0, 1):
+        raise ValueError(f"closure level must be 0 or 1, got {closure_level!r}")
+    loaded = [
+        _cached(n, v) if data_dir is None else load_real_dataset(n, v, data_dir) for n, v in specs
+    ]
+    masks = [d.cut_mask(q2min, w2min) for d in loaded]
+    for d, m in zip(loaded, masks, strict=True):
+        if not m.any():
+            raise ValueError(f"{d.name}: no point passes the cuts q2min={q2min}, w2min={w2min}")
+    toys = [d.toy_prediction()[m] for d, m in zip(loaded, masks, strict=True)]
+    covmat = experimental_covmat(loaded, masks, toys if t0 else None)
+    covmat.setflags(write=False)
+    out = [
+        Dataset(d.name, d.process, d.fk[m], d.xgrid, d.central[m], d.kinematics[m])
+        for d, m in zip(loaded, masks, strict=True)
+    ]
+    problem = Problem(tuple(out), covmat)
+    if closure_level is None:
+        return problem
+    # closure test on the real tables: data = toy predictions (+ one fluctuation)
+    truth = np.concatenate([toys[[d.name for d in loaded].index(n)] for n in problem.names])
+    central = truth.copy()
+    if closure_level == 1:
+        eta = np.random.default_rng(int(closure_seed)).standard_normal(problem.n_data)
+        for b in problem.blocks():
+            lower = _cholesky_fixed_order(np.asarray(problem.covmat[b, b]))
+            central[b] = central[b] + (lower * eta[b][None, :]).sum(axis=1)
+    new = tuple(
+        replace(d, central=central[s])
+        for d, s in zip(problem.datasets, problem.dataset_slices(), strict=True)
+    )
+    return Problem(new, problem.covmat, (), truth)

@@ -1,0 +1,243 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Real DIS data shipped in hyperscan/data/dis: arrays, cuts, covariance, FK convolution, errors."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hyperscan.data import REAL_DATASETS, fit_to_fk_rotation, load_real_dataset, toy_pdf
+from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
+from hyperscan.data._real import REAL_DATA_DIR, experimental_covmat, real_problem
+from hyperscan.fit._members import load_problem
+from hyperscan.runcard import RuncardError, parse_fit_runcard
+
+HERA = sorted(n for n in REAL_DATASETS if n.startswith("HERA"))
+
+
+def _kit(path: Path) -> tuple[str, str | None, np.lib.npyio.NpzFile]:
+    z = np.load(path)
+    return str(z["dataset"]), (str(z["variant"]) or None), z
+
+
+@pytest.fixture(scope="module")
+def exp_problem():
+    return real_problem(t0=False)
+
+
+def test_shipped_set_is_the_kit(real_data_files: list[Path]) -> None:
+    assert sorted(_kit(f)[0] for f in real_data_files) == sorted(REAL_DATASETS)
+    for f in real_data_files:
+        name, variant, z = _kit(f)
+        assert REAL_DATASETS[name] == variant
+        d = load_real_dataset(name, variant)
+        np.testing.assert_array_equal(d.fk, z["fk"])  # the 9 rows restore (n, 14, n_x) exactly
+        for key in ("xgrid", "central", "stat", "sys"):
+            np.testing.assert_array_equal(getattr(d, key), z[key])
+        np.testing.assert_array_equal(d.kinematics, z["kinematics"])
+        assert d.sys_type == tuple(z["sys_type"]) and d.sys_treatment == tuple(z["sys_treatment"])
+        np.testing.assert_array_equal(d.cut_mask(), z["cut_mask"])
+
+
+def test_package_is_small() -> None:
+    total = sum(f.stat().st_size for f in REAL_DATA_DIR.glob("*.npz"))
+    assert total < 4e6
+    assert (REAL_DATA_DIR / "NOTICE.md").is_file()
+
+
+def test_covmat_matches_kit_per_dataset(real_data_files: list[Path], exp_problem) -> None:
+    slices = dict(zip(exp_problem.names, exp_problem.dataset_slices(), strict=True))
+    for f in real_data_files:
+        name, _, z = _kit(f)
+        m = z["cut_mask"]
+        ref = z["covmat"][np.ix_(m, m)]
+        got = exp_problem.covmat[slices[name], slices[name]]
+        assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref)), name
+
+
+def test_named_systematics_correlate_hera(real_data_files: list[Path], exp_problem) -> None:
+    """Cross-dataset blocks = sum over shared systematic names, computed independently."""
+    kit = {_kit(f)[0]: _kit(f)[2] for f in real_data_files}
+    slices = dict(zip(exp_problem.names, exp_problem.dataset_slices(), strict=True))
+    intra = ("UNCORR", "CORR", "THEORYUNCORR", "THEORYCORR", "SKIP")
+    for a in HERA:
+        for b in HERA:
+            if a == b:
+                continue
+            za, zb = kit[a], kit[b]
+            ma, mb = za["cut_mask"], zb["cut_mask"]
+            shared = sorted(
+                (set(za["sys_type"]) & set(zb["sys_type"])) - set(intra)
+            )  # e.g. HC_sys1 ...
+            assert shared
+            ia = [list(za["sys_type"]).index(t) for t in shared]
+            ib = [list(zb["sys_type"]).index(t) for t in shared]
+            ref = za["sys"][ma][:, ia] @ zb["sys"][mb][:, ib].T
+            got = exp_problem.covmat[slices[a], slices[b]]
+            assert np.max(np.abs(got - ref)) <= 1e-12 * np.max(np.abs(ref)), (a, b)
+    # HERA sets form one covariance block; BCDMS and NMC are alone
+    blocks = {
+        tuple(n for n, s in zip(exp_problem.names, exp_problem.dataset_slices(), strict=True)
+              if b.start <= s.start < b.stop)
+        for b in exp_problem.blocks()
+    }  # fmt: skip
+    assert tuple(HERA) in blocks
+    assert ("BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA",) in blocks
+    assert ("NMC_NC_NOTFIXED_P_EM-F2-HEPDATA",) in blocks
+    np.linalg.cholesky(exp_problem.covmat)  # positive definite (raises otherwise)
+
+
+def test_t0_rescales_mult_only() -> None:
+    names = ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA", "HERA_CC_318GEV_EP-SIGMARED"]
+    data = [load_real_dataset(n) for n in names]
+    masks = [d.cut_mask() for d in data]
+    exp = experimental_covmat(data, masks)
+    # t0 predictions equal to the data: the experimental covariance again
+    same = experimental_covmat(data, masks, [d.central[m] for d, m in zip(data, masks)])  # noqa: B905
+    np.testing.assert_allclose(same, exp, rtol=1e-12, atol=0)
+    # NMC: stat (ADD) + one CORR MULT column -> diag(stat^2) + s s^T with s = sys/central*t0
+    d, m = data[0], masks[0]
+    t0 = d.toy_prediction()[m]
+    got = experimental_covmat([d], [m], [t0])
+    s = d.sys[m][:, 0] / d.central[m] * t0
+    np.testing.assert_allclose(got, np.diag(d.stat[m] ** 2) + np.outer(s, s), rtol=1e-12)
+    problem = real_problem(names, t0=True)
+    assert not np.allclose(problem.covmat, real_problem(names, t0=False).covmat)
+
+
+def test_toy_convolution_matches_kit(real_data_files: list[Path]) -> None:
+    for f in real_data_files:
+        name, variant, z = _kit(f)
+        d = load_real_dataset(name, variant)
+        xf = fit_to_fk_rotation() @ toy_pdf(d.xgrid, normalise=False).T  # (14, n_x)
+        ours = np.einsum("ifa,fa->i", d.fk, xf)
+        np.testing.assert_allclose(ours, z["toy_prediction"], rtol=1e-12, atol=0)
+        # the normalised toy (the closure truth) differs by < 1e-7
+        np.testing.assert_allclose(d.toy_prediction(), z["toy_prediction"], rtol=1e-6)
+
+
+_PDG = {2: "u", -2: "ubar", 1: "d", -1: "dbar", 3: "s", -3: "sbar", 4: "c", -4: "cbar", 21: "g"}
+
+
+def test_toy_convolution_matches_pineappl(real_data_files: list[Path]) -> None:
+    pineappl = pytest.importorskip("pineappl.fk_table")
+    folder = real_data_files[0].parent / "fktables"
+
+    @functools.cache
+    def toy(x: float) -> np.ndarray:
+        return _toy_physical(np.array([x]))[0]
+
+    def xfx(pid: int, x: float, q2: float) -> float:
+        flavour = _PDG.get(pid)
+        return 0.0 if flavour is None else float(toy(x)[PHYSICAL_FLAVOURS.index(flavour)])
+
+    for name, variant in REAL_DATASETS.items():
+        table = pineappl.FkTable.read(str(folder / f"{name}.pineappl.lz4"))
+        ref = np.asarray(table.convolve(pdg_convs=table.convolutions, xfxs=[xfx]))
+        d = load_real_dataset(name, variant)
+        xf = fit_to_fk_rotation() @ toy_pdf(d.xgrid).T
+        ours = np.einsum("ifa,fa->i", d.fk, xf)
+        np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=0, err_msg=name)
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+
+
+def test_unknown_dataset() -> None:
+    with pytest.raises(ValueError, match=r"unknown real dataset 'NOPE'; available: BCDMS_NC"):
+        load_real_dataset("NOPE")
+
+
+def test_missing_variant() -> None:
+    with pytest.raises(ValueError, match=r"variant 'legacy' is not shipped"):
+        load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", "legacy")
+    with pytest.raises(ValueError, match=r"write variant: rzero"):
+        load_real_dataset("BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA", None)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError, match=r"FK file of HERA_CC_318GEV_EP-SIGMARED is missing"
+    ):
+        load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", data_dir=tmp_path)
+
+
+def test_corrupt_file(tmp_path: Path) -> None:
+    name = "HERA_CC_318GEV_EP-SIGMARED"
+    raw = (REAL_DATA_DIR / f"{name}.npz").read_bytes()
+    (tmp_path / f"{name}.npz").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match=r"corrupt FK file .*HERA_CC_318GEV_EP-SIGMARED\.npz"):
+        load_real_dataset(name, data_dir=tmp_path)
+    with pytest.raises(ValueError, match=r"corrupt FK file"):
+        real_problem([name], data_dir=tmp_path)
+    # a readable archive with a wrong array
+    other = tmp_path / "other"
+    other.mkdir()
+    with np.load(REAL_DATA_DIR / f"{name}.npz") as z:
+        arrays = dict(z)
+    arrays["central"] = arrays["central"][:-1]
+    np.savez(other / f"{name}.npz", **arrays)
+    with pytest.raises(ValueError, match=r"corrupt FK file .*central has shape"):
+        load_real_dataset(name, data_dir=other)
+    shutil.rmtree(other)
+
+
+# --------------------------------------------------------------------------------------------
+# problem, closure on the real tables, runcard
+
+
+def test_cuts_are_configurable() -> None:
+    name = "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"
+    assert real_problem([name]).n_data == 113
+    assert real_problem([name], q2min=0.0, w2min=0.0).n_data == 158
+    assert real_problem([name], q2min=10.0).n_data < 113
+
+
+def test_real_closure_levels() -> None:
+    names = ["HERA_CC_318GEV_EP-SIGMARED", "HERA_CC_318GEV_EM-SIGMARED"]
+    level0 = real_problem(names, closure_level=0)
+    np.testing.assert_array_equal(level0.central, level0.truth)
+    level1 = real_problem(names, closure_level=1, closure_seed=3)
+    again = real_problem(names, closure_level=1, closure_seed=3)
+    assert level1.fingerprint() == again.fingerprint()
+    assert not np.array_equal(level1.central, level1.truth)
+    assert real_problem(names).truth is None
+
+
+def test_runcard_builds_real_problem() -> None:
+    card = parse_fit_runcard(
+        "data: {real: {datasets: [{dataset: BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA, variant: rzero}],"
+        " t0: false}}\n"
+    )
+    problem = load_problem(card)
+    assert problem.names == ("BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA",) and problem.n_data == 165
+    everything = load_problem(parse_fit_runcard("data: {real: {}}\n"))
+    assert everything.n_data == 976 and not everything.positivity
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        (
+            "data: {real: {datasets: [{dataset: NOPE}]}}",
+            "data.real.datasets[0].dataset",
+            "available",
+        ),
+        (
+            "data: {real: {datasets: [{dataset: BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA}]}}",
+            "data.real.datasets[0].variant",
+            "write variant: rzero",
+        ),
+        ("data: {real: {}, closure: {}}", "data.real", "either 'closure' or 'real'"),
+        ("data: {closure: null}", "data.closure", "one of 'closure' or 'real'"),
+    ],
+)
+def test_runcard_errors(text: str, key: str, message: str) -> None:
+    with pytest.raises(RuncardError) as info:
+        parse_fit_runcard(text + "\n")
+    assert f"{key}: " in str(info.value) and message in str(info.value)
