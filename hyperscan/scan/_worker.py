@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import statistics
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
@@ -20,6 +22,8 @@ from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._storage import load_study, open_storage
 from hyperscan.scan._study import open_study
+
+_logger = logging.getLogger(__name__)
 
 # Trials that count against the study budget; FAIL ones are retried, so they do not.
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -176,15 +180,26 @@ def run_worker(
         if stop.is_set() or out_of_walltime():
             study.stop()
 
+    started = time.monotonic()
     with stop_on_signals(stop):
-        study.optimize(
-            objective,
-            n_trials=n_trials,
-            timeout=timeout,
-            catch=(WorkerStopping,),
-            callbacks=[MaxTrialsCallback(budget, states=FINISHED), after_trial],
-            gc_after_trial=True,
-        )
+        while not stop.is_set():
+            try:
+                study.optimize(
+                    objective,
+                    n_trials=None if n_trials is None else n_trials - done,
+                    timeout=None if timeout is None else timeout - (time.monotonic() - started),
+                    catch=(WorkerStopping,),
+                    callbacks=[MaxTrialsCallback(budget, states=FINISHED), after_trial],
+                    gc_after_trial=True,
+                )
+                break
+            except UpdateFinishedTrialError as error:
+                # Another worker failed this trial as stale (its heartbeat came late, e.g. on
+                # an overloaded node) and re-queued it: drop this result and go on.
+                _logger.warning("trial result dropped: %s", error)
+                done += 1
+                if n_trials is not None and done >= n_trials:
+                    break
     return _report(done, stop.is_set(), study, budget, walltime)
 
 
