@@ -181,6 +181,9 @@ def run_worker(
             study.stop()
 
     started = time.monotonic()
+    quiet = _QuietStops()
+    optuna_log = logging.getLogger("optuna.study._optimize")
+    optuna_log.addFilter(quiet)
     with stop_on_signals(stop):
         while not stop.is_set():
             try:
@@ -193,14 +196,37 @@ def run_worker(
                     gc_after_trial=True,
                 )
                 break
-            except UpdateFinishedTrialError as error:
+            except (UpdateFinishedTrialError, ValueError) as error:
                 # Another worker failed this trial as stale (its heartbeat came late, e.g. on
-                # an overloaded node) and re-queued it: drop this result and go on.
+                # an overloaded node) and re-queued it: drop this result and go on. Optuna
+                # reports it as UpdateFinishedTrialError, or, when the objective's own write
+                # hit the finished trial, as "Cannot tell a FAIL trial".
+                if isinstance(error, ValueError) and not str(error).startswith("Cannot tell a"):
+                    raise
                 _logger.warning("trial result dropped: %s", error)
                 done += 1
                 if n_trials is not None and done >= n_trials:
                     break
+    optuna_log.removeFilter(quiet)
     return _report(done, stop.is_set(), study, budget, walltime)
+
+
+class _QuietStops(logging.Filter):
+    """A trial re-queued because its worker was told to stop is expected, not an error: drop
+    Optuna's traceback and "failed with value None" lines for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stopped: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        words = record.getMessage().split(maxsplit=2)
+        if len(words) < 3 or words[0] != "Trial":
+            return True
+        if WorkerStopping.__name__ + "(" in words[2]:
+            self._stopped.add(words[1])
+            return False
+        return not (words[1] in self._stopped and words[2].startswith("failed with value"))
 
 
 def _report(

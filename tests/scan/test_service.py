@@ -1,0 +1,691 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The scan service as users run it: real worker processes on one study, on the embedded
+journal file and on PostgreSQL; kills, signals, diverging trials, bad input, export → fit.
+
+Every worker is a separate ``python -m hyperscan worker`` process (each imports TensorFlow, a few
+seconds), with a 1 s heartbeat and a 3 s grace period so that a dead worker's trial is retried
+within seconds. The runcards are tiny (tiny closure data, one small layer, 100 epochs, no XLA)
+except where a trial must last long enough to be interrupted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+import sqlalchemy
+import yaml
+from click.testing import CliRunner, Result
+from optuna.trial import FrozenTrial, TrialState
+
+from hyperscan.cli import main
+from hyperscan.runcard import FitRuncard, load_fit_runcard
+from hyperscan.scan import STORAGE_ENV, load_study, open_storage, study_names
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+HEARTBEAT_INTERVAL = 1
+GRACE_PERIOD = 3
+WORKER_ENV = {
+    "HYPERSCAN_HEARTBEAT_INTERVAL": str(HEARTBEAT_INTERVAL),
+    "HYPERSCAN_GRACE_PERIOD": str(GRACE_PERIOD),
+    # Workers and fits on the CPU, whatever the machine: reproducible and comparable.
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+}
+# Many TensorFlow processes on a couple of cores can starve a worker's heartbeat thread for
+# longer than 3 s; a live trial would then be failed as stale, which crashes its worker (see
+# test_worker_survives_its_trial_failed_as_stale). Tests of parallel workers that kill nobody
+# give them a long grace period instead.
+PARALLEL = {"HYPERSCAN_GRACE_PERIOD": "600"}
+HOST = socket.gethostname()
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+ADAM = {"adam": {"learning_rate": {"low": 1.0e-3, "high": 3.0e-2, "log": True}}}
+# Without clipping, SGD at these learning rates blows the loss past divergence.max_loss at once.
+SGD_DIVERGING = {"sgd": {"learning_rate": {"low": 1.0e6, "high": 1.0e8, "log": True}}}
+
+TINY_SCAN: dict[str, Any] = {
+    "data": {"closure": {"size": "tiny", "level": 1}},
+    "architecture": {"nodes": [4], "activations": ["tanh"]},
+    "optimizer": {"clipnorm": None},
+    "epochs": 100,
+    "training": {"steps_per_call": 50, "jit": False},
+    "scan": {
+        "trials": 4,
+        "replicas": 1,
+        "sampler": {"name": "random", "seed": 0},
+        "pruner": {"name": "none"},
+        "space": {"optimizer": ADAM},
+    },
+}
+
+
+def long_card(epochs: int = 3000) -> dict[str, Any]:
+    """Trials of a few seconds (3000 epochs) or more, to catch one mid-fit and interrupt it.
+
+    The tiny threshold keeps the patience counter off, so every trial runs all its epochs; the
+    trial reports at every sync (the median pruner prunes nothing in a study's first 5 trials),
+    so an intermediate value in the storage shows that its fit is under way.
+    """
+    return scan_card(
+        scan={"trials": 2, "pruner": {"name": "median", "report_every": 1}},
+        epochs=epochs,
+        stopping={"threshold_chi2": 1.0e-6},
+    )
+
+
+DIVERGENCE_REASON = (
+    r"replica \d+ at epoch \d+: (non-finite loss|loss above divergence\.max_loss|"
+    r"non-finite gradient|non-finite parameters after the update)"
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``base`` with ``changes`` merged in, section by section."""
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def scan_card(*, scan: dict[str, Any] | None = None, **fit: Any) -> dict[str, Any]:
+    """The tiny scan runcard with changes to its `scan` section and to fit sections."""
+    return merged(TINY_SCAN, {**fit, "scan": scan or {}})
+
+
+def write_card(path: Path, card: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(card, sort_keys=False))
+    return path
+
+
+def cli(*args: str) -> Result:
+    """`hyperscan ARGS` in this process (no TensorFlow start-up per call)."""
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def assert_clean_failure(result: Result) -> str:
+    """Exit code 2, one `error:` message on stderr, no traceback; returns the message."""
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert result.stderr.startswith("error: "), result.stderr
+    assert "Traceback" not in result.output
+    return result.stderr
+
+
+def create(runcard: Path, url: str, name: str) -> None:
+    result = cli("study", "create", runcard, "--storage", url, "--name", name)
+    assert result.exit_code == 0, result.output
+    assert f"study {name!r} created" in result.stdout
+
+
+def trials_of(url: str, name: str) -> list[FrozenTrial]:
+    return load_study(open_storage(url), name).get_trials()
+
+
+def by_state(trials: list[FrozenTrial], *states: TrialState) -> list[FrozenTrial]:
+    return [t for t in trials if t.state in states]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = predicate()
+        if result:
+            return result
+        time.sleep(0.1)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def snapshot(url: str) -> Any:
+    """Everything the storage holds: the journal's bytes, or every row of every table."""
+    if not url.startswith("postgresql"):
+        path = Path(url)
+        return path.read_bytes() if path.exists() else None
+    engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+    try:
+        with engine.connect() as connection:
+            tables = sorted(sqlalchemy.inspect(connection).get_table_names())
+            return {
+                table: sorted(
+                    (
+                        tuple(row)
+                        for row in connection.execute(sqlalchemy.text(f'SELECT * FROM "{table}"'))
+                    ),
+                    key=repr,
+                )
+                for table in tables
+            }
+    finally:
+        engine.dispose()
+
+
+def worker_done(log: str) -> int:
+    """The trial count of a worker's closing line `worker done: N trials, ...`."""
+    match = re.search(r"^worker done: (\d+) trials, (.*)$", log, flags=re.MULTILINE)
+    assert match, f"no closing line in the worker's output:\n{log}"
+    return int(match.group(1))
+
+
+class Worker:
+    """One `python -m hyperscan worker` process, its output in files (no pipe to fill up)."""
+
+    def __init__(
+        self, folder: Path, index: int, url: str, study: str, *extra: str, **env: str
+    ) -> None:
+        self.out = folder / f"worker-{index}.out"
+        self.err = folder / f"worker-{index}.err"
+        command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
+        command += ["--storage", url, "--threads", "1", *extra]
+        env = {k: v for k, v in os.environ.items() if k != STORAGE_ENV} | WORKER_ENV | env
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.process = subprocess.Popen(command, stdout=out, stderr=err, env=env)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def id(self) -> str:
+        """The user attribute `worker` its trials carry."""
+        return f"{HOST}:{self.pid}"
+
+    def logs(self) -> str:
+        return f"--- stdout\n{self.out.read_text()}--- stderr\n{self.err.read_text()}"
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"worker {self.pid} still running after {timeout} s:\n{self.logs()}")
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            pytest.fail(
+                f"worker {self.pid} exited early ({self.process.returncode}):\n{self.logs()}"
+            )
+
+
+@pytest.fixture
+def workers(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
+    """Start worker processes; any still running at the end of the test is killed."""
+    started: list[Worker] = []
+
+    def start(url: str, study: str, *extra: str, **env: str) -> Worker:
+        worker = Worker(tmp_path, len(started), url, study, *extra, **env)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.process.poll() is None:
+            worker.process.kill()
+            worker.process.wait()
+
+
+@pytest.fixture(autouse=True)
+def _no_storage_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STORAGE_ENV, raising=False)
+
+
+@pytest.fixture(params=["journal", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A storage nobody has used yet: a journal file path, or an empty PostgreSQL database."""
+    if request.param == "journal":
+        return str(tmp_path / "scan.journal")
+    return request.getfixturevalue("postgres_url")
+
+
+def assert_nothing_lost(trials: list[FrozenTrial], budget: int) -> None:
+    """Every trial finished (complete, pruned or trashed); numbers 0..n-1; budget met."""
+    assert sorted(t.number for t in trials) == list(range(len(trials)))
+    unfinished = [(t.number, t.state.name) for t in trials if t.state not in FINISHED]
+    assert not unfinished, unfinished
+    assert len(trials) >= budget
+    for trial in trials:
+        if trial.state == TrialState.COMPLETE:
+            assert math.isfinite(trial.value)
+            assert "trashed" not in trial.user_attrs
+        assert trial.user_attrs["worker"].startswith(f"{HOST}:")
+
+
+# --------------------------------------------------------------------------- parallel workers
+
+
+def test_four_workers_finish_every_trial(url, tmp_path, workers):
+    """4 workers on one study: each trial is complete, pruned or trashed, and none is lost."""
+    budget = 12
+    card = scan_card(
+        scan={
+            "trials": budget,
+            "space": {"optimizer": SGD_DIVERGING | ADAM},
+            "pruner": {"name": "median", "report_every": 1, "warmup_reports": 0},
+        }
+    )
+    create(write_card(tmp_path / "scan.yml", card), url, "four")
+    pool = [workers(url, "four", **PARALLEL) for _ in range(4)]
+    codes = [worker.wait(timeout=240) for worker in pool]
+    assert codes == [0] * 4, "\n".join(w.logs() for w in pool)
+
+    trials = trials_of(url, "four")
+    assert_nothing_lost(trials, budget)
+    assert len(by_state(trials, *FINISHED)) >= budget
+    # Each trial was taken by exactly one of these workers and reported by it.
+    assert {t.user_attrs["worker"] for t in trials} <= {w.id for w in pool}
+    assert sum(worker_done(w.out.read_text()) for w in pool) == len(trials)
+    for worker in pool:
+        assert "budget reached" in worker.out.read_text()
+        assert "Traceback" not in worker.err.read_text()
+
+
+def test_sixteen_workers_start_at_once(tmp_path, workers):
+    """16 workers started together on a freshly created study: none crashes.
+
+    On the journal only: 16 TensorFlow start-ups cost about a minute of two cores, and the
+    storage layer's own test (test_storage.py::test_sixteen_processes_at_once) already runs 16
+    processes on PostgreSQL, with and without the schema created first. Run with the `url`
+    fixture instead, this test passes on PostgreSQL too, in as much time again.
+    """
+    url = str(tmp_path / "scan.journal")
+    budget = 16
+    card = scan_card(scan={"trials": budget})
+    create(write_card(tmp_path / "scan.yml", card), url, "crowd")
+    pool = [workers(url, "crowd", **PARALLEL) for _ in range(16)]
+    codes = [worker.wait(timeout=400) for worker in pool]
+    crashed = [w.logs() for w, code in zip(pool, codes, strict=True) if code != 0]
+    assert not crashed, f"{len(crashed)} of 16 workers failed; first:\n{crashed[0]}"
+    for worker in pool:
+        assert "Traceback" not in worker.err.read_text(), worker.logs()
+
+    trials = trials_of(url, "crowd")
+    assert_nothing_lost(trials, budget)
+    assert by_state(trials, TrialState.COMPLETE) == trials  # adam only: nothing diverges
+    assert sum(worker_done(w.out.read_text()) for w in pool) == len(trials)
+
+
+# --------------------------------------------------------------------------- dead workers
+
+
+def wait_running(study: optuna.Study, worker: Worker) -> FrozenTrial:
+    """The trial `worker` is running (its `worker` user attribute names the process), once its
+    fit is under way (it reported an intermediate value: see long_card)."""
+
+    def running() -> FrozenTrial | None:
+        worker.check_alive()
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if trial.user_attrs.get("worker") == worker.id and trial.intermediate_values:
+                return trial
+        return None
+
+    return wait_for(running, timeout=120, what=f"worker {worker.pid} to run a trial")
+
+
+def test_killed_worker_trial_is_failed_and_retried(url, tmp_path, workers):
+    """kill -9 mid-trial: the trial goes FAIL once its heartbeat is older than the grace period,
+    and the next worker re-runs it (Optuna's retry callback: system attrs `failed_trial`,
+    `retry_history`) to completion with the same parameters."""
+    card = long_card()
+    create(write_card(tmp_path / "scan.yml", card), url, "kill")
+    study = load_study(open_storage(url), "kill")
+
+    first = workers(url, "kill")
+    killed = wait_running(study, first)
+    os.kill(first.pid, signal.SIGKILL)
+    assert first.wait(timeout=30) == -signal.SIGKILL
+    killed_at = time.monotonic()
+    assert study.trials[killed.number].state == TrialState.RUNNING  # nobody finished it
+
+    # Past the grace period (plus a heartbeat) the trial is stale for the next worker's first
+    # ask, so a single trial of that worker must be the retry.
+    time.sleep(max(0.0, killed_at + GRACE_PERIOD + HEARTBEAT_INTERVAL + 0.5 - time.monotonic()))
+    second = workers(url, "kill", "--n-trials", "1")
+    assert second.wait(timeout=180) == 0, second.logs()
+
+    trials = study.get_trials()
+    assert [t.number for t in trials] == [killed.number, killed.number + 1]
+    failed, retry = trials
+    assert failed.state == TrialState.FAIL
+    assert failed.user_attrs["worker"] == first.id
+    assert retry.state == TrialState.COMPLETE, second.logs()
+    assert retry.params == failed.params
+    assert retry.system_attrs["failed_trial"] == failed.number
+    assert retry.system_attrs["retry_history"] == [failed.number]
+    assert retry.user_attrs["worker"] == second.id
+    assert math.isfinite(retry.value)
+    assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
+    if not url.startswith("postgresql"):
+        assert list(Path(url + ".heartbeats").iterdir()) == []  # no heartbeat file left
+
+
+def test_worker_survives_its_trial_failed_as_stale(tmp_path, workers):
+    """A worker paused past the grace period (preempted, swapped out, starved of CPU) finds on
+    waking that its trial was failed and re-queued by another worker. It must not crash: it
+    drops that result and goes on, here with the re-queued trial. (Journal only: the handling
+    is the worker's, not the storage's.)"""
+    url = str(tmp_path / "scan.journal")
+    card = long_card()
+    create(write_card(tmp_path / "scan.yml", card), url, "pause")
+    storage = open_storage(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD)
+    study = load_study(storage, "pause")
+
+    worker = workers(url, "pause", "--n-trials", "2")
+    taken = wait_running(study, worker)
+    os.kill(worker.pid, signal.SIGSTOP)
+    try:
+        time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL + 0.5)
+        # What the next ask of any other worker does first.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(study)
+        assert study.trials[taken.number].state == TrialState.FAIL
+        assert study.trials[taken.number + 1].state == TrialState.WAITING
+    finally:
+        os.kill(worker.pid, signal.SIGCONT)
+    code = worker.wait(timeout=180)
+    assert code == 0, worker.logs()
+
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.COMPLETE]
+    assert trials[1].params == taken.params
+    assert trials[1].user_attrs["worker"] == worker.id
+    assert worker_done(worker.out.read_text()) == 2
+
+
+def stop_with_sigterm(study: optuna.Study, worker: Worker) -> FrozenTrial:
+    """SIGTERM the worker once its trial runs; it must exit 0 long before the fit would end."""
+    trial = wait_running(study, worker)
+    signalled = time.monotonic()
+    worker.process.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0, worker.logs()
+    assert time.monotonic() - signalled < 60  # the whole fit takes minutes: it stopped mid-fit
+    assert "worker done: 1 trials, stopped by signal" in worker.out.read_text()
+    return trial
+
+
+def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
+    """SIGTERM mid-trial: the worker ends the trial at its next sync, fails it, queues an
+    identical one (user attr `retry_of`) and exits 0. The next worker takes the queued trial
+    with the same parameters (and is stopped the same way: the fit would last minutes)."""
+    card = long_card(epochs=200_000)
+    create(write_card(tmp_path / "scan.yml", card), url, "term")
+    study = load_study(open_storage(url), "term")
+
+    first = workers(url, "term")
+    stopped = stop_with_sigterm(study, first)
+    trials = study.get_trials()
+    assert [t.number for t in trials] == [stopped.number, stopped.number + 1]
+    failed, queued = trials
+    assert failed.state == TrialState.FAIL
+    assert queued.state == TrialState.WAITING
+    assert queued.user_attrs["retry_of"] == failed.number
+    assert queued.system_attrs["fixed_params"] == failed.params  # how Optuna queues params
+
+    status = cli("study", "status", "--study", "term", "--storage", url)
+    assert status.exit_code == 0, status.output
+    assert "0 complete, 0 pruned, 0 trashed, 1 fail, 0 running, 1 waiting" in status.stdout
+    assert f"retried: {failed.number} → {queued.number}" in status.stdout
+
+    second = workers(url, "term")
+    taken = stop_with_sigterm(study, second)
+    assert taken.number == queued.number  # the queued trial, not a new one
+    assert taken.params == failed.params
+    trials = study.get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL, TrialState.WAITING]
+    assert trials[2].user_attrs["retry_of"] == queued.number
+    assert trials[2].system_attrs["fixed_params"] == failed.params
+
+    errors = [w.err.read_text() for w in (first, second)]
+    assert not any("Traceback" in text for text in errors), errors
+
+
+# --------------------------------------------------------------------------- diverging trials
+
+
+def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
+    """A diverging replica trashes its trial (PRUNED + reason); the worker goes on; export never
+    picks a trashed trial; status lists them. Workers salt the sampler seed with their process
+    id, so the first two trials are enqueued (one diverging, one not) to make both certain."""
+    budget = 4
+    card = scan_card(scan={"trials": budget, "space": {"optimizer": SGD_DIVERGING | ADAM}})
+    create(write_card(tmp_path / "scan.yml", card), url, "diverge")
+    study = load_study(open_storage(url), "diverge")
+    study.enqueue_trial({"optimizer": "sgd", "sgd.learning_rate": 1.0e7})
+    study.enqueue_trial({"optimizer": "adam", "adam.learning_rate": 1.0e-2})
+
+    worker = workers(url, "diverge")
+    assert worker.wait(timeout=180) == 0, worker.logs()
+    trials = study.get_trials()
+    assert_nothing_lost(trials, budget)
+    assert len(trials) == budget  # one worker: exactly the budget
+
+    trashed = [t for t in trials if "trashed" in t.user_attrs]
+    assert trashed and trashed[0].number == 0
+    for trial in trashed:
+        assert trial.state == TrialState.PRUNED
+        assert trial.params["optimizer"] == "sgd"
+        reason = trial.user_attrs["trashed"]
+        assert re.fullmatch(rf"\d+ diverged: {DIVERGENCE_REASON}(; {DIVERGENCE_REASON})*", reason)
+        assert trial.user_attrs["fit"]["diverged"] >= 1
+    # The worker went on after trashing trial 0, and said so on the way.
+    log = worker.out.read_text()
+    assert "trial 0: trashed in" in log and trials[0].user_attrs["trashed"] in log
+    assert {t.user_attrs["worker"] for t in trials} == {worker.id}
+    assert trials[1].state == TrialState.COMPLETE
+    assert trials[1].datetime_start >= trials[0].datetime_complete
+    assert worker_done(log) == budget
+
+    exported = cli("export", "--study", "diverge", "--storage", url, "-o", tmp_path / "best.yml")
+    assert exported.exit_code == 0, exported.output
+    number = int(re.search(r"^# trial: (\d+)$", (tmp_path / "best.yml").read_text(), re.M)[1])
+    assert trials[number].state == TrialState.COMPLETE
+    assert "trashed" not in trials[number].user_attrs
+    assert load_fit_runcard(tmp_path / "best.yml").optimizer.name == "adam"
+
+    status = cli("study", "status", "--study", "diverge", "--storage", url)
+    assert status.exit_code == 0, status.output
+    assert f"{len(trashed)} trashed" in status.stdout
+    listed = status.stdout.split("\ntrashed:\n", 1)[1]
+    for trial in trashed:
+        assert f"  trial {trial.number}: {trial.user_attrs['trashed']}" in listed
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_bad_search_space_writes_nothing(url, tmp_path):
+    """A range with low > high is refused before the storage is touched."""
+    bad = scan_card(
+        scan={"space": {"optimizer": {"adam": {"learning_rate": {"low": 0.1, "high": 0.01}}}}}
+    )
+    runcard = write_card(tmp_path / "bad.yml", bad)
+    message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+    assert "scan.space.optimizer.adam.learning_rate.high" in message
+    assert "expected low < high" in message
+    if url.startswith("postgresql"):
+        assert snapshot(url) == {}  # not even the schema
+    else:
+        assert snapshot(url) is None
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yml"]
+
+
+def test_unknown_study_lists_existing_ones(url, tmp_path):
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "alpha")
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "beta")
+    before = snapshot(url)
+    output = tmp_path / "best.yml"
+    for command in (["worker"], ["study", "status"], ["export", "-o", output]):
+        result = cli(*command, "--study", "gamma", "--storage", url)
+        message = assert_clean_failure(result)
+        assert "no study named 'gamma'" in message, command
+        assert "existing: alpha, beta" in message, command
+    assert snapshot(url) == before
+    assert not output.exists()
+
+
+COMMANDS = {
+    "study create": ["study", "create", "{runcard}"],
+    "worker": ["worker", "--study", "s"],
+    "study status": ["study", "status", "--study", "s"],
+    "export": ["export", "--study", "s", "-o", "{output}"],
+    "scan": ["scan", "{runcard}", "--workers", "1", "-o", "{output}"],
+}
+
+
+def command_line(name: str, runcard: Path, output: Path, storage: str) -> list[str]:
+    args = [a.format(runcard=runcard, output=output) for a in COMMANDS[name]]
+    return [*args, "--storage", storage]
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_wrong_storage_url(command, tmp_path, monkeypatch):
+    """Unknown scheme; a closed port fails fast with `connection refused`; a password in the
+    URL is never printed; nothing is written anywhere."""
+    monkeypatch.chdir(tmp_path)
+    runcard = write_card(tmp_path / "s.yml", TINY_SCAN)
+    output = tmp_path / "best.yml"
+    from hyperscan.cli._tensorflow import configure_tensorflow
+
+    configure_tensorflow()  # TensorFlow's start-up is not what is timed below
+
+    message = assert_clean_failure(cli(*command_line(command, runcard, output, "mysql://u@h/db")))
+    assert "unsupported storage URL scheme 'mysql'" in message
+    assert "postgresql://" in message and "journal://" in message  # what would work
+
+    for storage in (
+        "postgresql://postgres@127.0.0.1:1/test",
+        "postgresql://postgres:s3cret@127.0.0.1:1/x",
+    ):
+        start = time.monotonic()
+        result = cli(*command_line(command, runcard, output, storage))
+        took = time.monotonic() - start
+        message = assert_clean_failure(result)
+        assert "connection refused by 127.0.0.1:1" in message
+        assert took < 5, f"{took:.1f} s to report a closed port"
+        assert "s3cret" not in result.output
+    assert "postgres:***@127.0.0.1:1/x" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yml"]
+
+
+def test_password_never_printed_by_a_real_server(postgres_server, tmp_path):
+    """The server answers (no such database); the message names it, never the password."""
+    storage = sqlalchemy.engine.make_url(postgres_server).set(
+        password="s3cret", database="hyperscan_no_such_database"
+    )
+    storage = storage.render_as_string(hide_password=False)
+    runcard = write_card(tmp_path / "s.yml", TINY_SCAN)
+    for command in COMMANDS:
+        result = cli(*command_line(command, runcard, tmp_path / "best.yml", storage))
+        message = assert_clean_failure(result)
+        assert "database 'hyperscan_no_such_database' does not exist" in message, command
+        assert "s3cret" not in result.output, command
+        assert ":***@" in message
+
+
+def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    before = snapshot(url)
+    other = write_card(tmp_path / "other.yml", scan_card(scan={"trials": 5}))
+    result = cli("study", "create", other, "--storage", url, "--name", "s")
+    message = assert_clean_failure(result)
+    assert "study 's'" in message and "exists with a different runcard" in message
+    assert snapshot(url) == before  # stored runcard unchanged, no new study
+    assert study_names(open_storage(url)) == ["s"]
+    stored = load_study(open_storage(url), "s").user_attrs["hyperscan:runcard"]
+    assert yaml.safe_load(stored)["scan"]["trials"] == TINY_SCAN["scan"]["trials"]
+
+
+def test_same_runcard_again_is_a_no_op(url, tmp_path):
+    runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
+    create(runcard, url, "s")
+    before = snapshot(url)
+    again = cli("study", "create", runcard, "--storage", url, "--name", "s")
+    assert again.exit_code == 0, again.output
+    assert "study 's' exists with this runcard" in again.stdout
+    assert snapshot(url) == before
+
+
+# --------------------------------------------------------------------------- export → fit
+
+
+def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
+    """`hyperscan fit` of the exported runcard gives back the trial's value: the mean over
+    replicas of the validation chi2 per point. Same seeds, the same thread count (pinned in the
+    export) and the same machine: equal to a relative 1e-6 (in practice bit for bit)."""
+    card = scan_card(scan={"trials": 2, "replicas": 2}, architecture={"nodes": [6]})
+    create(write_card(tmp_path / "scan.yml", card), url, "repro")
+    worker = workers(url, "repro")
+    assert worker.wait(timeout=180) == 0, worker.logs()
+
+    best = tmp_path / "best.yml"
+    exported = cli("export", "--study", "repro", "--storage", url, "-o", best)
+    assert exported.exit_code == 0, exported.output
+    study = load_study(open_storage(url), "repro")
+    trial = study.best_trial
+    assert f"trial {trial.number} (value {trial.value:.6g}) written to {best}" in exported.stdout
+
+    text = best.read_text()
+    header = dict(re.findall(r"^# (\w+): (.*)$", text, flags=re.MULTILINE))
+    assert header["study"] == "repro"
+    assert int(header["trial"]) == trial.number
+    assert float(header["value"]) == trial.value
+    runcard = load_fit_runcard(best)
+    assert runcard.training.threads == 1  # the worker's --threads
+    assert runcard.replica_ids == (1, 2)
+
+    fitted = subprocess.run(
+        [sys.executable, "-m", "hyperscan", "fit", best, "-o", tmp_path / "out", "--no-progress"],
+        env=os.environ | WORKER_ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert fitted.returncode == 0, fitted.stdout + fitted.stderr
+    members = json.loads((tmp_path / "out" / "results.json").read_text())["members"]
+    assert [m["replica"] for m in members] == [1, 2]
+    validation = [m["chi2_per_point"]["validation"] for m in members]
+    assert sum(validation) / len(validation) == pytest.approx(trial.value, rel=1e-6, abs=0)
+
+
+def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
+    """`hyperscan scan RUNCARD --workers 2` in an empty folder: the embedded journal there,
+    two workers, and a best runcard that loads as a fit runcard."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # for its workers (default heartbeats)
+    write_card(tmp_path / "quick.yml", scan_card(scan={"trials": 4}))
+    result = cli("scan", "quick.yml", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    assert "study 'quick' created" in result.stdout
+    best = re.search(r"^best: trial (\d+), value .* → quick-best\.yml$", result.stdout, re.M)
+    assert best, result.stdout
+
+    runcard = load_fit_runcard(tmp_path / "quick-best.yml")
+    assert isinstance(runcard, FitRuncard) and runcard.optimizer.name == "adam"
+    study = load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick")
+    trials = study.get_trials()
+    assert_nothing_lost(trials, 4)
+    assert len({t.user_attrs["worker"] for t in trials}) <= 2
+    assert int(best[1]) == study.best_trial.number
+    text = (tmp_path / "quick-best.yml").read_text()
+    assert "# study: quick" in text and f"# trial: {best[1]}" in text
