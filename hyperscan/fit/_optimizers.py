@@ -85,8 +85,9 @@ def _nadam() -> Optimizer:
 
     def update(params, grads, state, step, lr):
         t = tf.cast(step + 1, params[0].dtype)
-        u_t = beta_1 * (1.0 - 0.5 * 0.96 ** (0.004 * t))
-        u_next = beta_1 * (1.0 - 0.5 * 0.96 ** (0.004 * (t + 1.0)))
+        # Keras 3's momentum schedule (tf.keras 2 used 0.96 ** (0.004 * t)).
+        u_t = beta_1 * (1.0 - 0.5 * 0.96**t)
+        u_next = beta_1 * (1.0 - 0.5 * 0.96 ** (t + 1.0))
         u_product = state["u_product"] * u_t
         u_product_next = u_product * u_next
         beta_2_power = beta_2**t
