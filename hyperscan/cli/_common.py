@@ -16,6 +16,9 @@ storage_option = click.option(
     "postgresql://user:password@host/db. Env: HYPERSCAN_STORAGE.",
 )
 
+study_option = click.option("--study", "name", required=True, help="Study name.")
+force_option = click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+
 
 def fail(message: str) -> NoReturn:
     """A user mistake: one clear message, exit code 2, no traceback."""

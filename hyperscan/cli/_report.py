@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from hyperscan.cli._common import fail, storage_option
+from hyperscan.cli._common import fail, force_option, storage_option, study_option
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
 @click.command()
-@click.option("--study", "name", required=True, help="Study name.")
+@study_option
 @storage_option
 @click.option(
     "-o",
@@ -20,7 +20,7 @@ from hyperscan.cli._tensorflow import configure_tensorflow
     required=True,
     help="The HTML file to write (self-contained: opens offline, no JavaScript).",
 )
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option
 @click.option(
     "--top",
     type=click.IntRange(min=1),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hyperscan.cli._common import fail, storage_option
+from hyperscan.cli._common import fail, force_option, storage_option, study_option
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
@@ -74,7 +74,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 
 
 @study.command("status")
-@click.option("--study", "name", required=True, help="Study name.")
+@study_option
 @storage_option
 def study_status(name: str, storage: str | None) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
@@ -103,7 +103,7 @@ def study_status(name: str, storage: str | None) -> None:
     metavar="URL",
     help="Storage to copy into (its schema is created if needed).",
 )
-@click.option("--study", "name", required=True, help="Study name.")
+@study_option
 @click.option("--as", "new_name", help="Name in the destination (default: the same).")
 def study_copy(source: str, target: str, name: str, new_name: str | None) -> None:
     """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
@@ -128,7 +128,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
 
 
 @click.command()
-@click.option("--study", "name", required=True, help="Study name.")
+@study_option
 @storage_option
 @click.option("--n-trials", type=click.IntRange(min=1), help="Stop after this many trials.")
 @click.option("--timeout", type=click.FloatRange(min=0), help="Stop starting trials after S s.")
@@ -225,7 +225,7 @@ def _walltime_reason(report) -> str:
 
 
 @click.command()
-@click.option("--study", "name", required=True, help="Study name.")
+@study_option
 @storage_option
 @click.option(
     "-o",
@@ -234,7 +234,7 @@ def _walltime_reason(report) -> str:
     required=True,
     help="The fit runcard to write.",
 )
-@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
     _prepare()
