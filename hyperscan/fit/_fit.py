@@ -44,10 +44,13 @@ class FitResult:
     dataset_names: list[str]
     dataset_chi2_per_point: np.ndarray  # (M, n_datasets) experimental, per dataset
     steps: int
-    seconds: float
+    seconds: float  # the whole fit: building the members and the model, and training
+    training_seconds: float  # the training loop alone
     interrupted: bool
     pdf_x: np.ndarray  # (n_x,)
     pdf: np.ndarray  # (M, n_x, 8) x·f in the fitted basis at Q0
+    grid_x: np.ndarray  # (n_grid,) the fit's own x grid: the union of the FK tables' grids
+    grid_pdf: np.ndarray  # (M, n_grid, 8) x·f there: FK ⊗ it gives the fit's predictions
     params: list[np.ndarray]
     history: list[SyncReport] = field(default_factory=list)
 
@@ -106,7 +109,9 @@ def run_fit(
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
     settings = settings or trainer_settings(runcard, len(specs))
+    training_started = time.perf_counter()
     outcome = Trainer(model, settings, params).run(on_sync)
+    training_seconds = time.perf_counter() - training_started
 
     final = [tf.constant(p, dtype) for p in outcome.params]
     observables = model.observables(final)
@@ -137,9 +142,12 @@ def run_fit(
         dataset_chi2_per_point=per_dataset,
         steps=outcome.steps,
         seconds=time.perf_counter() - started,
+        training_seconds=training_seconds,
         interrupted=outcome.interrupted,
         pdf_x=pdf_x,
         pdf=model.pdf(final, pdf_x),
+        grid_x=model.xgrid,
+        grid_pdf=model.pdf(final, model.xgrid),
         params=outcome.params,
         history=outcome.history,
     )

@@ -59,6 +59,7 @@ def results_document(result: FitResult) -> dict:
         "hyperscan_version": __version__,
         "steps": result.steps,
         "seconds": round(result.seconds, 3),
+        "training_seconds": round(result.training_seconds, 3),
         "interrupted": result.interrupted,
         "members": members,
     }
@@ -78,6 +79,8 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
             x=result.pdf_x,
             xf=result.pdf,
             xf_flavour_basis=np.einsum("mxf,kf->mxk", result.pdf, fit_to_fk_rotation()),
+            grid_x=result.grid_x,
+            grid_xf_flavour_basis=np.einsum("mxf,kf->mxk", result.grid_pdf, fit_to_fk_rotation()),
             basis=np.array(FIT_BASIS),
             flavour_basis=np.array(FK_BASIS),
             replicas=result.replicas,

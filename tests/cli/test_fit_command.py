@@ -10,6 +10,9 @@ import yaml
 from click.testing import CliRunner
 
 from hyperscan.cli import main
+from hyperscan.fit import load_problem
+from hyperscan.fit._fit import experimental_chi2
+from hyperscan.runcard import load_fit_runcard
 
 TINY = {
     "data": {"closure": {"size": "tiny", "level": 1}},
@@ -43,6 +46,29 @@ def test_fit_writes_results_pdfs_and_runcard(tmp_path):
     assert np.isfinite(pdfs["xf"]).all()
     assert yaml.safe_load((outdir / "runcard.yml").read_text())["epochs"] == 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.yml", "out"]
+
+
+def test_pdf_on_the_fit_grid_reproduces_the_fit_predictions(tmp_path):
+    # Anyone can recompute a fit's predictions from pdfs.npz alone: FK ⊗ x·f on grid_x.
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    outdir = tmp_path / "out"
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    document = json.loads((outdir / "results.json").read_text())
+    assert 0 < document["training_seconds"] <= document["seconds"]
+    problem = load_problem(load_fit_runcard(runcard))
+    pdfs = np.load(outdir / "pdfs.npz")
+    xf = pdfs["grid_xf_flavour_basis"].astype(np.float64)  # (members, grid, 14)
+    predictions = np.concatenate(
+        [
+            np.einsum("nka,mak->mn", d.fk, xf[:, np.searchsorted(pdfs["grid_x"], d.xgrid)])
+            for d in problem.datasets
+        ],
+        axis=1,
+    )
+    recomputed, _ = experimental_chi2(problem, predictions)
+    stored = [m["chi2_per_point"]["experimental"] for m in document["members"]]
+    np.testing.assert_allclose(recomputed, stored, rtol=1e-4)
 
 
 def test_existing_output_is_refused_without_force(tmp_path):

@@ -94,9 +94,12 @@ def fake_fit(
         dataset_chi2_per_point=np.zeros((m, 0)),
         steps=100,
         seconds=0.001,
+        training_seconds=0.001,
         interrupted=False,
         pdf_x=np.zeros(0),
         pdf=np.zeros((m, 0, 8)),
+        grid_x=np.zeros(0),
+        grid_pdf=np.zeros((m, 0, 8)),
         params=[],
     )
 
