@@ -4,9 +4,11 @@
 Each ``<DATASET>.npz`` holds the FK table (n3fit convention, acting on x*f at Q0 = 1.65 GeV,
 only its non-zero flavour rows), the x grid, the kinematics (x, Q2, y) and the experimental
 data of one variant: central values, statistical errors and the systematics with their
-treatment (ADD/MULT) and type (UNCORR, CORR, or a *name* shared across datasets). They are
-copied from the real-data kit (``tools/ship_real_data.py``); see ``dis/NOTICE.md`` for the
-licence (GPL-3) and attribution.
+treatment (ADD/MULT) and type (UNCORR, CORR, or a *name* shared across datasets). The FK tables
+come from the real-data kit, the data from nnpdf-data (``tools/ship_real_data.py``); see
+``dis/NOTICE.md`` for the licence (GPL-3) and attribution. Another variant of a shipped dataset
+(same FK table, other data or uncertainties) is read from an installed nnpdf-data
+(``_commondata.py``, cached); without it only the shipped variant loads.
 
 The covariance follows validphys (``covmat_from_systematics``): per dataset
 ``diag(stat^2 + sum UNCORR sys^2) + S S^T`` over its CORR columns, plus ``S S^T`` over the
@@ -28,9 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-from hyperscan.runcard._real_datasets import REAL_DATASETS, check_real_dataset, variant_text
+from hyperscan.runcard._real_datasets import (
+    REAL_DATASETS,
+    RealDataError,
+    check_real_dataset,
+    variant_text,
+)
 
 from ._closure import _cholesky_fixed_order, _fixed_order_contract, _outer_sum, _toy_fk_basis
+from ._commondata import CommonData, read_commondata
 from ._flavours import FK_BASIS
 from ._problem import Dataset, Problem
 
@@ -89,14 +97,17 @@ class RealDataset:
         return _fixed_order_contract(self.fk, _toy_fk_basis(self.xgrid))
 
 
-def _corrupt(path: Path, why: str) -> ValueError:
-    return ValueError(f"corrupt FK file {path}: {why}")
+def _corrupt(path: Path, why: str) -> RealDataError:
+    return RealDataError(f"corrupt FK file {path}: {why}")
 
 
 def load_real_dataset(
     name: str, variant: str | None = None, data_dir: Path | str | None = None
 ) -> RealDataset:
-    """Read one shipped dataset; unknown names, variants, missing or corrupt files raise."""
+    """Read one shipped dataset; unknown names, variants, missing or corrupt files raise.
+
+    A variant other than the shipped one takes its data from nnpdf-data (needs the extra).
+    """
     check_real_dataset(name, variant)
     folder = REAL_DATA_DIR if data_dir is None else Path(data_dir)
     path = folder / f"{name}.npz"
@@ -105,7 +116,28 @@ def load_real_dataset(
             f"FK file of {name} is missing: {path} (reinstall hyperscan, or rebuild the folder "
             "with tools/ship_real_data.py)"
         )
-    return _read(path, name, variant)
+    shipped = _read(path, name, REAL_DATASETS[name])
+    if variant == shipped.variant:
+        return shipped
+    return _with_commondata(shipped, read_commondata(name, variant))
+
+
+def _with_commondata(shipped: RealDataset, data: CommonData) -> RealDataset:
+    """The shipped FK table with another variant's data: same points, same kinematics."""
+    if not np.array_equal(data.kinematics, shipped.kinematics, equal_nan=True):
+        raise RealDataError(
+            f"{shipped.name}: {variant_text(data.variant)} has other points or kinematics than "
+            f"the shipped FK table ({data.n_data} vs {shipped.n_data} points)"
+        )
+    return replace(
+        shipped,
+        variant=data.variant,
+        central=data.central,
+        stat=data.stat,
+        sys=data.sys,
+        sys_treatment=data.sys_treatment,
+        sys_type=data.sys_type,
+    )
 
 
 def _read(path: Path, name: str, variant: str | None) -> RealDataset:
@@ -115,9 +147,9 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
             if missing:
                 raise _corrupt(path, f"missing arrays {missing}")
             a = {k: z[k] for k in _REQUIRED}
-    except ValueError:
+    except RealDataError:
         raise
-    except (OSError, zipfile.BadZipFile, EOFError, KeyError) as err:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as err:
         raise _corrupt(path, f"{type(err).__name__}: {err}") from err
     stored = str(a["variant"]) or None
     if stored != variant:

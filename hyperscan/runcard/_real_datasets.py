@@ -1,11 +1,29 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Which real DIS datasets (and variants) hyperscan ships, in plain Python.
+"""Which real DIS datasets (and variants) hyperscan can load, in plain Python.
 
 It lives in the runcard layer, the lowest, so that the schema can check dataset names and
 variants without importing numpy; the data layer loads the datasets it names.
+
+Each dataset ships with one commondata variant (``REAL_DATASETS``). With the optional
+``nnpdf-data`` package installed (``pip install 'hyperscan[nnpdf]'``) any other variant of a
+shipped dataset is accepted too, as long as it keeps the FK tables: the FK table depends on the
+observable, a variant only swaps central values and uncertainties. This module finds a variant's
+files from the set's ``metadata.yaml`` (nnpdf-data's layout, variants applied as validphys does);
+``hyperscan.data._commondata`` reads them.
 """
 
 from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import importlib.util
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
 
 #: Shipped datasets -> the variant shipped (None: the commondata default). One variant each.
 REAL_DATASETS: dict[str, str | None] = {
@@ -18,21 +36,170 @@ REAL_DATASETS: dict[str, str | None] = {
     "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA": None,
 }
 
+#: How to get the other variants.
+INSTALL_HINT = "pip install 'hyperscan[nnpdf]'"
+
+#: What a variant may replace (validphys' ``Variant``; ``experiment`` only relabels).
+_VARIANT_KEYS = ("data_central", "data_uncertainties", "theory")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*(_[A-Za-z0-9.+-]+)+")
+
+
+class RealDataError(ValueError):
+    """A real dataset, variant or data file that cannot be used; the message says which and why."""
+
 
 def variant_text(variant: str | None) -> str:
     return "the default variant (none)" if variant is None else f"variant {variant!r}"
 
 
+def nnpdf_commondata_dir() -> Path | None:
+    """``commondata/`` of the installed nnpdf-data, found without importing it (it pulls pandas)."""
+    spec = importlib.util.find_spec("nnpdf_data")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "commondata"
+    return path if path.is_dir() else None
+
+
+def nnpdf_data_version() -> str:
+    try:
+        return importlib.metadata.version("nnpdf-data")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file with libyaml when available (big uncertainty files take seconds)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=loader)
+
+
+@dataclass(frozen=True)
+class CommondataFiles:
+    """One dataset's commondata files once its variant is applied, and what validphys keeps."""
+
+    name: str
+    variant: str | None
+    folder: Path
+    ndata: int
+    process_type: str
+    data_central: str
+    data_uncertainties: tuple[str, ...]
+    kinematics: str
+    kinematic_coverage: tuple[str, ...]
+    fk_tables: tuple[tuple[str, ...], ...]
+    variants: tuple[str, ...]
+
+    def paths(self) -> tuple[Path, ...]:
+        files = (self.data_central, *self.data_uncertainties, self.kinematics)
+        return tuple(self.folder / f for f in files)
+
+
+def _missing_nnpdf(name: str) -> RealDataError:
+    return RealDataError(f"{name}: reading commondata needs nnpdf-data, which is not installed: "
+                         f"{INSTALL_HINT}")  # fmt: skip
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``<setname>_<observable>`` -> (setname, observable), as nnpdf-data names datasets."""
+    if not _NAME.fullmatch(name):
+        raise RealDataError(f"{name!r} is not a commondata dataset name (<setname>_<observable>)")
+    setname, observable = name.rsplit("_", 1)
+    return setname, observable
+
+
+@cache
+def _set_metadata(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
+    del stamp  # part of the cache key only: an edited metadata.yaml is read again
+    meta = read_yaml(path)
+    if not isinstance(meta, dict) or not isinstance(meta.get("implemented_observables"), list):
+        raise RealDataError(f"corrupt commondata metadata {path}: no implemented_observables")
+    return meta
+
+
+def commondata_files(name: str, variant: str | None, root: Path | None = None) -> CommondataFiles:
+    """Files of ``name`` with ``variant`` in nnpdf-data (``root``: its commondata folder).
+
+    Unknown datasets, observables and variants, and a default without uncertainties (BCDMS),
+    raise RealDataError naming what exists.
+    """
+    root = nnpdf_commondata_dir() if root is None else root
+    if root is None:
+        raise _missing_nnpdf(name)
+    setname, observable = split_name(name)
+    path = root / setname / "metadata.yaml"
+    if not path.is_file():
+        sets = sorted(p.name for p in root.iterdir() if (p / "metadata.yaml").is_file())
+        close = difflib.get_close_matches(setname, sets, n=5, cutoff=0.6)
+        raise RealDataError(
+            f"unknown commondata dataset {name!r}: nnpdf-data {nnpdf_data_version()} has no set "
+            f"{setname!r} in {root}" + (f"; close matches: {', '.join(close)}" if close else "")
+        )
+    stat = path.stat()
+    meta = _set_metadata(path, (stat.st_mtime_ns, stat.st_size))
+    observables = {str(o.get("observable_name")): o for o in meta["implemented_observables"]}
+    obs = observables.get(observable)
+    if obs is None:
+        names = ", ".join(f"{setname}_{o}" for o in observables)
+        raise RealDataError(f"unknown commondata dataset {name!r}; set {setname} has: {names}")
+    variants: dict[str, Any] = obs.get("variants") or {}
+    chosen = dict(obs)
+    if variant is not None:
+        if variant not in variants:
+            raise RealDataError(
+                f"{name}: {variant_text(variant)} does not exist in nnpdf-data "
+                f"{nnpdf_data_version()}; available variants: {', '.join(variants) or 'none'}"
+            )
+        swaps = variants[variant] or {}
+        chosen.update({k: swaps[k] for k in _VARIANT_KEYS if swaps.get(k) is not None})
+    if not chosen.get("data_uncertainties") or not chosen.get("data_central"):
+        raise RealDataError(
+            f"{name}: {variant_text(variant)} has no central values or uncertainties in "
+            f"nnpdf-data; choose one of the variants: {', '.join(variants) or 'none'}"
+        )
+    theory = chosen.get("theory") or {}
+    return CommondataFiles(
+        name=name,
+        variant=variant,
+        folder=path.parent,
+        ndata=int(chosen["ndata"]),
+        process_type=str(chosen.get("process_type")),
+        data_central=str(chosen["data_central"]),
+        data_uncertainties=tuple(str(f) for f in chosen["data_uncertainties"]),
+        kinematics=str(chosen["kinematics"]["file"]),
+        kinematic_coverage=tuple(str(k) for k in chosen.get("kinematic_coverage") or ()),
+        fk_tables=tuple(tuple(str(t) for t in op) for op in theory.get("FK_tables") or ()),
+        variants=tuple(variants),
+    )
+
+
 def check_real_dataset(name: str, variant: str | None) -> None:
-    """Raise ValueError with a clear message unless ``name`` with ``variant`` is shipped."""
+    """Raise RealDataError with a clear message unless hyperscan can load ``name``/``variant``.
+
+    The shipped variant always loads; another one needs nnpdf-data, must exist there and must
+    keep the shipped FK tables.
+    """
     if name not in REAL_DATASETS:
-        raise ValueError(
+        raise RealDataError(
             f"unknown real dataset {name!r}; available: {', '.join(sorted(REAL_DATASETS))}"
         )
     shipped = REAL_DATASETS[name]
-    if variant != shipped:
-        hint = "" if shipped is None else f" (write variant: {shipped})"
-        raise ValueError(
+    if variant == shipped:
+        return
+    hint = "" if shipped is None else f" (write variant: {shipped})"
+    root = nnpdf_commondata_dir()
+    if root is None:
+        raise RealDataError(
             f"{name}: {variant_text(variant)} is not shipped; only {variant_text(shipped)} "
-            f"is available{hint}"
+            f"is available{hint}; other variants need nnpdf-data: {INSTALL_HINT}"
+        )
+    try:
+        wanted = commondata_files(name, variant, root)
+    except RealDataError as err:
+        raise RealDataError(f"{err}{hint}") from None
+    tables = commondata_files(name, shipped, root).fk_tables
+    if wanted.fk_tables != tables:
+        raise RealDataError(
+            f"{name}: {variant_text(variant)} needs the FK tables {wanted.fk_tables}, but "
+            f"hyperscan ships only {tables} ({variant_text(shipped)})"
         )

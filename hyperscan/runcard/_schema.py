@@ -201,7 +201,8 @@ class RealDatasetEntry(_Section):
     """One shipped real dataset, as n3fit writes it: ``{dataset: NAME, variant: VARIANT}``."""
 
     dataset: Str
-    #: The commondata variant; null: the default. Each dataset ships with one variant.
+    #: The commondata variant; null: the default. Each dataset ships with one variant; other
+    #: variants of it need nnpdf-data (``pip install 'hyperscan[nnpdf]'``).
     variant: Str | None = None
 
     @model_validator(mode="after")

@@ -154,8 +154,9 @@ def test_unknown_dataset() -> None:
 
 
 def test_missing_variant() -> None:
-    with pytest.raises(ValueError, match=r"variant 'legacy' is not shipped"):
-        load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", "legacy")
+    # other variants come from nnpdf-data (test extra): tests/data/test_commondata.py
+    with pytest.raises(ValueError, match=r"variant 'nope' does not exist.*variants: legacy"):
+        load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", "nope")
     with pytest.raises(ValueError, match=r"write variant: rzero"):
         load_real_dataset("BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA", None)
 
