@@ -19,6 +19,18 @@ def _psycopg2_dsn(url: str) -> str:
     return url.replace("postgresql+psycopg2://", "postgresql://", 1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Caches (parsed commondata, compiled XLA loops) go to a temporary folder, not ~/.cache."""
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def postgres_server() -> str:
     """URL of the test server's maintenance database; skip (fail on CI) when it is down."""

@@ -6,6 +6,9 @@ import os
 import sys
 import tempfile
 from contextlib import contextmanager
+from pathlib import Path
+
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
 
 @contextmanager
@@ -28,6 +31,31 @@ def _stderr_to_file():
             os.close(saved)
 
 
+def xla_cache_directory() -> Path:
+    """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "hyperscan" / "xla"
+
+
+def _enable_xla_cache() -> None:
+    """Keep XLA executables on disk, keyed by the compiled program.
+
+    Compiling a training loop takes seconds; a rerun of a fit, or a trial whose network and
+    data have the same shapes as an earlier one, loads the executable instead. The cached
+    program is the one that would be compiled, so results are unchanged. A user's own
+    ``TF_XLA_FLAGS`` cache setting wins; an unwritable cache folder just means no cache.
+    """
+    flags = os.environ.get("TF_XLA_FLAGS", "")
+    if XLA_CACHE_FLAG in flags:
+        return
+    directory = xla_cache_directory()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
+    os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={directory}".strip()
+
+
 def configure_tensorflow(device: str = "auto", threads: int | None = None) -> None:
     """Import TensorFlow quietly and pin it to `device` (auto | cpu | gpu:N) before any op.
 
@@ -45,6 +73,7 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> No
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _enable_xla_cache()
     with _stderr_to_file():
         import tensorflow as tf
 

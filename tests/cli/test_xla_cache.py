@@ -1,0 +1,62 @@
+"""Compiled training loops are cached on disk: a rerun loads them and gives the same fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from hyperscan.cli._tensorflow import XLA_CACHE_FLAG, xla_cache_directory
+
+CARD = {
+    "data": {"closure": {"size": "tiny", "level": 1}},
+    "replicas": 2,
+    "architecture": {"nodes": [8], "activations": ["tanh"]},
+    "epochs": 20,
+    "training": {"steps_per_call": 10, "threads": 1},
+}
+
+
+def _fit(runcard, outdir, env) -> list[float]:
+    command = [sys.executable, "-m", "hyperscan", "fit", str(runcard), "-o", str(outdir)]
+    done = subprocess.run(
+        [*command, "--no-progress"], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    members = json.loads((outdir / "results.json").read_text())["members"]
+    return [m["chi2_per_point"]["training"] for m in members]
+
+
+def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path):
+    runcard = tmp_path / "fit.yml"
+    runcard.write_text(yaml.safe_dump(CARD))
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("TF_XLA_FLAGS", None)
+    cache = tmp_path / "cache" / "hyperscan" / "xla"
+
+    first = _fit(runcard, tmp_path / "first", env)
+    entries = sorted(p.name for p in cache.iterdir())
+    assert entries, "the first fit left no compiled program in the cache"
+    second = _fit(runcard, tmp_path / "second", env)
+    assert sorted(p.name for p in cache.iterdir()) == entries  # a hit: nothing new compiled
+    assert second == first
+
+
+def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
+    from hyperscan.cli import _tensorflow
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("TF_XLA_FLAGS", f"{XLA_CACHE_FLAG}=/elsewhere")
+    _tensorflow._enable_xla_cache()
+    assert os.environ["TF_XLA_FLAGS"] == f"{XLA_CACHE_FLAG}=/elsewhere"
+    assert not xla_cache_directory().exists()
+
+    monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=0")
+    _tensorflow._enable_xla_cache()
+    assert os.environ["TF_XLA_FLAGS"] == (
+        f"--tf_xla_auto_jit=0 {XLA_CACHE_FLAG}={tmp_path / 'hyperscan' / 'xla'}"
+    )
+    assert xla_cache_directory().is_dir()
