@@ -1,0 +1,453 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""hyperscan side by side with n3fit 4.1.5 on the same real DIS data, in one run.
+
+    python benchmarks/vs_n3fit.py [--replicas 16] [--epochs 2000] [--trials 4] [--peer DIR]
+
+n3fit runs through the offline kit in ../shared/peer (installed into ``--peer`` by its
+``setup.sh`` when missing: ~3.1 GB, PyPI needed once). Both codes fit the 7 shipped NLO DIS
+datasets (976 points after cuts) with the same architecture (2-25-20-8 tanh, glorot_normal,
+Nadam lr 1e-3, clipnorm 1), preprocessing ranges, training fraction 0.75, patience 0.3,
+t0 covariance from the toy PDF, R replicas in one batched model, at most E epochs. Printed:
+
+* fit: wall time as a user sees it (n3fit: ``vp-setupfit`` + ``n3fit``; hyperscan:
+  ``hyperscan fit``), training-loop time, time per replica-epoch, peak RSS, and χ² per point;
+* scan: n trials of ``n3fit --hyperopt`` (the kit's 2-dataset, 2-fold card) against n trials of
+  ``hyperscan scan`` with the same space, folds and single thread, wall time per trial.
+
+χ² on one yardstick: each code's fitted PDF at Q0 goes through hyperscan's FK tables and is
+compared with the central data, with the t0 covariance both codes train with (n3fit's own
+``chi2`` definition, hyperscan's ``experimental``) and with the experimental covariance.
+hyperscan's PDF is taken on its own x grid (exact); n3fit's exportgrid is interpolated (cubic
+in ln x) from its 196 nodes, which the script checks by recomputing n3fit's reported χ².
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from hyperscan.data import Problem, real_problem
+from hyperscan.data._flavours import FK_BASIS, _physical_to_evolution
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT = ROOT.parent / "shared" / "peer"
+FIT_STUDY = ROOT / "studies" / "dis-nlo.yml"
+HYPERSCAN = Path(sys.executable).parent / "hyperscan"
+# n3fit's exportgrid columns, x·f in the flavour basis.
+EXPORT_LABELS = ("TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON", "D", "U", "S", "C")
+# hyperscan's 9 evolution functions (_physical_to_evolution rows) and their FK-basis rows.
+EVOLUTION_9 = ("Sigma", "g", "V", "V3", "V8", "V15", "T3", "T8", "T15")
+PHYSICAL = ("U", "UBAR", "D", "DBAR", "S", "SBAR", "C", "CBAR", "GLUON")
+
+
+@dataclass
+class Measured:
+    """One command: wall time, peak RSS of its process tree, exit status."""
+
+    wall: float
+    rss_mib: float
+    rc: int
+
+
+def measure(command: list[str], log: Path, env: dict[str, str] | None = None) -> Measured:
+    """Run ``command`` in a fresh wrapper process, so that the peak RSS is this command's only."""
+    wrapper = (
+        "import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "rc = subprocess.call(sys.argv[1:])\n"
+        "rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
+        "print(f'@@ {time.perf_counter() - t} {rss} {rc}')\n"
+    )
+    with log.open("w") as out:
+        subprocess.run(
+            [sys.executable, "-c", wrapper, *command],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            check=False,
+        )
+    last = [line for line in log.read_text().splitlines() if line.startswith("@@ ")][-1]
+    wall, rss, rc = last.split()[1:]
+    measured = Measured(float(wall), float(rss), int(rc))
+    if measured.rc != 0:
+        tail = "\n".join(log.read_text().splitlines()[-25:])
+        sys.exit(f"{' '.join(command[:3])} ... failed (rc={measured.rc}), see {log}:\n{tail}")
+    return measured
+
+
+# ------------------------------------------------------------------------------------------
+# n3fit through the kit
+
+
+def ensure_peer(peer: Path, kit: Path) -> None:
+    if (peer / "bin" / "n3fit").exists():
+        return
+    print(f"installing n3fit 4.1.5 into {peer} with {kit / 'setup.sh'} (~3.1 GB, once)")
+    subprocess.run([str(kit / "setup.sh"), str(peer)], check=True)
+
+
+def run_peer(card: Path, args: str, peer: Path, kit: Path, work: Path) -> dict[str, Measured]:
+    """The kit's run.sh: vp-setupfit then n3fit, each timed with its peak RSS."""
+    log = work / f"{card.stem}.run.log"
+    env = {"WORKDIR": str(work), "N3FIT_ARGS": args}
+    with log.open("w") as out:
+        subprocess.run(
+            [str(kit / "run.sh"), str(card), str(peer), "3600"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            check=False,
+            cwd=work,
+        )
+    timings = work / f"{card.stem}.timings.tsv"
+    if not timings.exists():
+        sys.exit(f"n3fit run failed, see {log}:\n" + "\n".join(log.read_text().splitlines()[-25:]))
+    steps = {}
+    for line in timings.read_text().splitlines():
+        label, rc, wall, rss = line.split("\t")
+        steps[label.split(":")[1].split()[0]] = Measured(
+            float(wall.split("=")[1]), float(rss.split("=")[1]), int(rc.split("=")[1])
+        )
+    return steps
+
+
+def peer_card(kit: Path, name: str, work: Path, epochs: int | None = None) -> Path:
+    text = (kit / "runcards" / f"{name}.yml").read_text()
+    if epochs is not None:
+        text, count = re.subn(r"(?m)^(  epochs:) \d+", rf"\1 {epochs}", text)
+        if count != 1:
+            sys.exit(f"cannot set the epochs of {name}.yml: the kit's card changed")
+    cards = work / "cards"  # run.sh copies the card into the work folder itself
+    cards.mkdir(exist_ok=True)
+    card = cards / f"n3fit_{name}.yml"
+    card.write_text(text)
+    return card
+
+
+def n3fit_replicas(work: Path, card: Path) -> list[dict]:
+    folders = sorted(
+        (work / card.stem / "nnfit").glob("replica_*"), key=lambda p: int(p.name.split("_")[1])
+    )
+    replicas = []
+    for folder in folders:
+        result = json.loads((folder / f"{card.stem}.json").read_text())
+        grid = yaml.safe_load((folder / f"{card.stem}.exportgrid").read_text())
+        result["x"] = np.array(grid["xgrid"], dtype=float)
+        result["xf"] = np.array(grid["pdfgrid"], dtype=float)
+        result["labels"] = grid["labels"]
+        replicas.append(result)
+    return replicas
+
+
+def exportgrid_on(grid_x: np.ndarray, x: np.ndarray, xf: np.ndarray, labels: list[str]):
+    """n3fit's x·f (flavour basis, its nodes) → (n_grid, 14) FK evolution basis on grid_x."""
+    columns = [labels.index(name) for name in PHYSICAL]
+    physical = np.stack([_cubic_in_log_x(x, xf[:, c], grid_x) for c in columns], axis=1)
+    evolution = physical @ _physical_to_evolution().T  # (n_grid, 9)
+    out = np.zeros((grid_x.size, len(FK_BASIS)))
+    for j, name in enumerate(EVOLUTION_9):
+        out[:, FK_BASIS.index(name)] = evolution[:, j]
+    return out
+
+
+def _cubic_in_log_x(nodes: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Local cubic Lagrange interpolation in ln x (4 nodes around each point)."""
+    t, tn = np.log(x), np.log(nodes)
+    first = np.clip(np.searchsorted(tn, t) - 2, 0, tn.size - 4)
+    out = np.zeros_like(t)
+    for j in range(4):
+        weight = np.ones_like(t)
+        for k in range(4):
+            if k != j:
+                weight *= (t - tn[first + k]) / (tn[first + j] - tn[first + k])
+        out += weight * values[first + j]
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# χ² on one yardstick
+
+
+def predictions(problem: Problem, grid_x: np.ndarray, xf14: np.ndarray) -> np.ndarray:
+    """FK ⊗ x·f for every data point; xf14 (members, n_grid, 14) on grid_x."""
+    return np.concatenate(
+        [
+            np.einsum("nka,mak->mn", d.fk, xf14[:, np.searchsorted(grid_x, d.xgrid)])
+            for d in problem.datasets
+        ],
+        axis=1,
+    )
+
+
+def chi2_per_point(problem: Problem, predictions: np.ndarray) -> np.ndarray:
+    """(members,) χ² per point to the central data, block by block (no TensorFlow needed)."""
+    residuals = problem.central[None, :] - predictions
+    total = np.zeros(predictions.shape[0])
+    for block in problem.blocks():
+        cholesky = np.linalg.cholesky(problem.covmat[block, block])
+        total += np.sum(np.linalg.solve(cholesky, residuals[:, block].T) ** 2, axis=0)
+    return total / problem.n_data
+
+
+def yardstick(
+    problems: dict[str, Problem], grid_x: np.ndarray, xf14: np.ndarray
+) -> dict[str, np.ndarray]:
+    values = {}
+    for name, problem in problems.items():
+        if not np.all(np.isin(np.concatenate([d.xgrid for d in problem.datasets]), grid_x)):
+            raise ValueError("the PDF grid does not hold every FK node")
+        values[name] = chi2_per_point(problem, predictions(problem, grid_x, xf14))
+    return values
+
+
+# ------------------------------------------------------------------------------------------
+# The fit comparison
+
+
+def hyperscan_fit_card(work: Path, replicas: int, epochs: int) -> Path:
+    card = yaml.safe_load(FIT_STUDY.read_text())
+    card["replicas"], card["epochs"] = replicas, epochs
+    path = work / "hyperscan_fit.yml"
+    path.write_text(yaml.safe_dump(card, sort_keys=False))
+    return path
+
+
+def compare_fits(args: argparse.Namespace, work: Path) -> None:
+    r, e = args.replicas, args.epochs
+    problems = {
+        "t0": real_problem(t0=True),  # what both train with, and n3fit's reported "chi2"
+        "exp": real_problem(t0=False),
+    }
+    print(f"\n== Fit: 7 DIS datasets, {problems['t0'].n_data} points, R = {r}, ≤ {e} epochs")
+
+    card = hyperscan_fit_card(work, r, e)
+    out = work / "hyperscan_fit"
+    hs = measure(
+        [str(HYPERSCAN), "fit", str(card), "-o", str(out), "--no-progress"], work / "hs.log"
+    )
+    document = json.loads((out / "results.json").read_text())
+    pdfs = np.load(out / "pdfs.npz")
+    hs_chi2 = yardstick(problems, pdfs["grid_x"], pdfs["grid_xf_flavour_basis"])
+    hs_members = document["members"]
+    hs_train = np.array([m["chi2_per_point"]["training"] for m in hs_members])
+    hs_valid = np.array([m["chi2_per_point"]["validation"] for m in hs_members])
+    hs_epochs = document["steps"]
+    print(f"  hyperscan done: {hs.wall:.0f} s", flush=True)
+
+    n3_card = peer_card(args.kit, "multi", work, epochs=e)
+    n3 = run_peer(n3_card, "1" if r == 1 else f"1 -r {r}", args.peer, args.kit, work)
+    replicas = n3fit_replicas(work, n3_card)
+    grid_x = pdfs["grid_x"]
+    n3_xf = np.stack([exportgrid_on(grid_x, p["x"], p["xf"], p["labels"]) for p in replicas])
+    n3_chi2 = yardstick(problems, grid_x, n3_xf)
+    n3_reported = np.array([p["chi2"] for p in replicas])
+    n3_train = np.array([p["erf_tr"] for p in replicas])
+    n3_valid = np.array([p["erf_vl"] for p in replicas])
+    n3_training = max(p["timing"]["walltime"]["replica_set_to_replica_fitted"] for p in replicas)
+    n3_epochs = max(p["stop_epoch"] for p in replicas)
+    n3_wall = n3["vp-setupfit"].wall + n3["n3fit"].wall
+    print(f"  n3fit done: {n3_wall:.0f} s", flush=True)
+
+    hs_per = document["training_seconds"] / (r * hs_epochs)
+    n3_per = n3_training / (r * n3_epochs)
+    rows = [
+        ("wall time, whole command(s)", f"{n3_wall:.1f} s", f"{hs.wall:.1f} s", n3_wall / hs.wall),
+        (
+            "  of which training loop",
+            f"{n3_training:.1f} s",
+            f"{document['training_seconds']:.1f} s",
+            n3_training / document["training_seconds"],
+        ),
+        ("epochs run (longest replica)", f"{n3_epochs}", f"{hs_epochs}", None),
+        (
+            "time per replica-epoch",
+            f"{n3_per * 1e6:.0f} µs",
+            f"{hs_per * 1e6:.0f} µs",
+            n3_per / hs_per,
+        ),
+        (
+            "peak RSS",
+            f"{max(m.rss_mib for m in n3.values()):.0f} MiB",
+            f"{hs.rss_mib:.0f} MiB",
+            max(m.rss_mib for m in n3.values()) / hs.rss_mib,
+        ),
+    ]
+
+    def stats(values: np.ndarray) -> str:
+        return f"{np.mean(values):.3f} ± {np.std(values):.3f}"
+
+    rows += [
+        ("χ²/pt to data, t0 cov. (n3fit's chi2)", stats(n3_chi2["t0"]), stats(hs_chi2["t0"]), None),
+        ("χ²/pt to data, experimental cov.", stats(n3_chi2["exp"]), stats(hs_chi2["exp"]), None),
+        ("training χ²/pt to own pseudodata", stats(n3_train), stats(hs_train), None),
+        ("validation χ²/pt to own pseudodata", stats(n3_valid), stats(hs_valid), None),
+    ]
+    print(f"  {'':38}{'n3fit 4.1.5':>22}{'hyperscan':>22}{'n3fit ÷ hyperscan':>20}")
+    for name, a, b, ratio in rows:
+        print(f"  {name:38}{a:>22}{b:>22}{'' if ratio is None else f'{ratio:.1f}×':>20}")
+    check = np.max(np.abs(n3_chi2["t0"] / n3_reported - 1.0))
+    print(
+        f"  check: n3fit's own chi2 per replica recomputed here from its exportgrid through "
+        f"hyperscan's FK tables and t0 covariance: max relative difference {check:.1e}"
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# The scan comparison
+
+
+def hyperscan_scan_card(work: Path, kit: Path, trials: int) -> Path:
+    """The kit's hyperopt card as a hyperscan scan: same data, folds, space; one thread."""
+    n3 = yaml.safe_load((kit / "runcards" / "hyperopt.yml").read_text())
+    base = yaml.safe_load(FIT_STUDY.read_text())
+    names = [d["dataset"] for d in n3["dataset_inputs"]]
+    base["data"]["real"]["datasets"] = [{"dataset": n} for n in names]
+    base["replicas"] = 1
+    base["epochs"] = 600
+    base["training"]["threads"] = 1  # n3fit's hyperopt card has debug: true (one thread)
+    space = n3["hyperscan_config"]
+    optimizer = space["optimizer"][0]
+    base["scan"] = {
+        "trials": trials,
+        "replicas": 1,
+        "folds": [p["datasets"] for p in n3["kfold"]["partitions"]],
+        "objective": {"chi2": "held_out", "statistic": "mean", "fold_statistic": "mean"},
+        "sampler": {"name": "tpe", "seed": 0},
+        "pruner": {"name": "none"},
+        "space": {
+            "optimizer": {
+                "nadam": {
+                    "learning_rate": {
+                        "low": optimizer["learning_rate"]["min"],
+                        "high": optimizer["learning_rate"]["max"],
+                        "log": True,
+                    },
+                    "clipnorm": {
+                        "low": optimizer["clipnorm"]["min"],
+                        "high": optimizer["clipnorm"]["max"],
+                    },
+                }
+            },
+            # n3fit's n_layers counts the output layer: [2, 3] = 1 or 2 hidden layers.
+            "layers": {
+                "low": min(space["architecture"]["n_layers"]) - 1,
+                "high": max(space["architecture"]["n_layers"]) - 1,
+            },
+            "units": {
+                "low": space["architecture"]["min_units"],
+                "high": space["architecture"]["max_units"],
+            },
+            "activation": space["architecture"]["activations"],
+            "parameters": {
+                "epochs": {
+                    "low": int(float(space["stopping"]["min_epochs"])),
+                    "high": int(float(space["stopping"]["max_epochs"])),
+                },
+                "stopping.patience": {
+                    "low": space["stopping"]["min_patience"],
+                    "high": space["stopping"]["max_patience"],
+                },
+                "architecture.initializer": {"choices": space["architecture"]["initializers"]},
+            },
+        },
+    }
+    path = work / "hyperscan_scan.yml"
+    path.write_text(yaml.safe_dump(base, sort_keys=False))
+    return path
+
+
+def compare_scans(args: argparse.Namespace, work: Path) -> None:
+    n = args.trials
+    print(f"\n== Scan: {n} trials, 2 datasets (317 points), 2 folds, 1 replica, 1 thread")
+    card = hyperscan_scan_card(work, args.kit, n)
+    hs = measure(
+        [
+            str(HYPERSCAN),
+            "scan",
+            str(card),
+            "--workers",
+            "1",
+            "--storage",
+            str(work / "scan.journal"),
+            "-o",
+            str(work / "scan-best.yml"),
+        ],
+        work / "hs-scan.log",
+    )
+    print(f"  hyperscan done: {hs.wall:.0f} s", flush=True)
+    n3_card = peer_card(args.kit, "hyperopt", work)
+    n3 = run_peer(n3_card, f"1 --hyperopt {n}", args.peer, args.kit, work)
+    tries = json.loads((work / n3_card.stem / "nnfit" / "replica_1" / "tries.json").read_text())
+    finished = [t for t in tries if isinstance(t, dict) and t.get("result", {}).get("loss")]
+    if len(finished) != n:
+        sys.exit(f"n3fit finished {len(finished)} of {n} hyperopt trials, see {work}")
+    n3_wall = n3["vp-setupfit"].wall + n3["n3fit"].wall
+    rows = [
+        ("wall time, whole command(s)", n3_wall, hs.wall),
+        ("wall time per trial", n3_wall / n, hs.wall / n),
+        ("n3fit step alone, per trial", n3["n3fit"].wall / n, None),
+    ]
+    print(f"  {'':38}{'n3fit --hyperopt':>22}{'hyperscan scan':>22}{'n3fit ÷ hyperscan':>20}")
+    for name, a, b in rows:
+        ratio = f"{a / b:.1f}×" if b else ""
+        print(f"  {name:38}{a:>20.1f} s{'' if b is None else f'{b:>20.1f} s':>22}{ratio:>20}")
+    rss = max(m.rss_mib for m in n3.values())
+    print(f"  peak RSS: n3fit {rss:.0f} MiB, hyperscan {hs.rss_mib:.0f} MiB")
+
+
+def machine() -> str:
+    cpu = "?"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"model name\s*:\s*(.+)", cpuinfo.read_text())
+        cpu = found.group(1).strip() if found else cpu
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return (
+        f"{datetime.date.today()}, {platform.node()}: {os.cpu_count()} cores ({cpu}), "
+        f"Python {platform.python_version()}, load {load:.1f} at start"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=2000)
+    parser.add_argument("--trials", type=int, default=4, help="scan trials; 0 skips the scan")
+    parser.add_argument("--peer", type=Path, default=Path("/tmp/n3fit-peer"), help="n3fit venv")
+    parser.add_argument("--kit", type=Path, default=KIT, help="the n3fit peer kit")
+    parser.add_argument("--keep", type=Path, help="keep the run folders here")
+    args = parser.parse_args()
+    if not (args.kit / "run.sh").exists():
+        sys.exit(f"no n3fit peer kit at {args.kit} (--kit)")
+    ensure_peer(args.peer, args.kit)
+    work = Path(tempfile.mkdtemp(prefix="vs-n3fit-")) if args.keep is None else args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    print("hyperscan vs n3fit 4.1.5: same data, same architecture, same machine, one run")
+    print(machine())
+    try:
+        compare_fits(args, work)
+        if args.trials:
+            compare_scans(args, work)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\n(total {time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
