@@ -10,7 +10,13 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import Problem
-from hyperscan.fit._members import MemberSpec, build_members, load_problem, replica_specs
+from hyperscan.fit._members import (
+    MemberSpec,
+    build_members,
+    load_problem,
+    redrawn_weights,
+    replica_specs,
+)
 from hyperscan.fit._trainer import (
     DIVERGED,
     DIVERGENCE_REASONS,
@@ -22,6 +28,8 @@ from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.runcard import FitRuncard
 
 OK, POSITIVITY_VETO, DIVERGED_STATUS = "ok", "pos-veto", "diverged"
+#: Replacement starts tried for a member whose initial loss is already past divergence.max_loss.
+MAX_REDRAWS = 10
 CATEGORY_NAMES = {TRAINING: "training", VALIDATION: "validation", HELD_OUT: "held_out"}
 
 
@@ -53,6 +61,7 @@ class FitResult:
     grid_pdf: np.ndarray  # (M, n_grid, 8) x·f there: FK ⊗ it gives the fit's predictions
     params: list[np.ndarray]
     history: list[SyncReport] = field(default_factory=list)
+    redraws: np.ndarray | None = None  # (M,) replacement starts each member needed
 
     @property
     def n_members(self) -> int:
@@ -104,11 +113,13 @@ def run_fit(
     problem = problem if problem is not None else load_problem(runcard)
     specs = list(members) if members is not None else replica_specs(runcard)
     inputs, params = build_members(runcard, problem, specs)
-    if initial_params is not None:
-        params = list(initial_params)
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
     settings = settings or trainer_settings(runcard, len(specs))
+    if initial_params is not None:
+        params, redraws = list(initial_params), np.zeros(len(specs), dtype=np.int64)
+    else:
+        params, redraws = usable_starts(runcard, model, specs, params, settings)
     training_started = time.perf_counter()
     outcome = Trainer(model, settings, params).run(on_sync)
     training_seconds = time.perf_counter() - training_started
@@ -150,7 +161,47 @@ def run_fit(
         grid_pdf=model.pdf(final, model.xgrid),
         params=outcome.params,
         history=outcome.history,
+        redraws=redraws,
     )
+
+
+def usable_starts(
+    runcard: FitRuncard,
+    model: EnsembleModel,
+    specs: Sequence[MemberSpec],
+    params: Sequence[np.ndarray],
+    settings: TrainerSettings,
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Initial weights with every member's starting loss finite and below ``max_loss``.
+
+    About one random start in a hundred puts a PDF so far from the data that the loss at step
+    0 already exceeds ``divergence.max_loss``: that member would count as diverged before
+    training and trash a scan trial for an unlucky draw, not for its hyperparameters. Such a
+    member is given a new start from its own seeded stream (``redrawn_weights``), up to
+    MAX_REDRAWS times; members are judged one by one, so a member gets the same start alone
+    or batched. Returns the weights and how many redraws each member took.
+    """
+    params = [np.array(p) for p in params]
+    redraws = np.zeros(len(specs), dtype=np.int64)
+    for attempt in range(1, MAX_REDRAWS + 1):
+        bad = np.flatnonzero(~_start_ok(model, params, settings))
+        if bad.size == 0:
+            break
+        for member in bad:
+            for layer, weights in enumerate(redrawn_weights(runcard, specs[member], attempt)):
+                params[layer][member] = weights
+        redraws[bad] = attempt
+    return params, redraws
+
+
+def _start_ok(
+    model: EnsembleModel, params: Sequence[np.ndarray], settings: TrainerSettings
+) -> np.ndarray:
+    observables = model.observables([tf.constant(p, model.dtype) for p in params])
+    loss = (
+        observables.chi2[:, TRAINING] + settings.lambda_initial * observables.positivity
+    ).numpy()
+    return np.isfinite(loss) & (loss <= settings.max_loss)
 
 
 def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

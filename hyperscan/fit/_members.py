@@ -88,3 +88,10 @@ def build_members(
     )
     stacked = [np.stack(per_layer) for per_layer in zip(*weights, strict=True)]
     return inputs, stacked
+
+
+def redrawn_weights(runcard: FitRuncard, spec: MemberSpec, attempt: int) -> list[np.ndarray]:
+    """A member's ``attempt``-th replacement start: its own stream, so batching cannot matter."""
+    seeds = [runcard.seeds.network, spec.replica, attempt]
+    rng = np.random.default_rng(np.random.SeedSequence(seeds))
+    return initial_weights(runcard.architecture.nodes, runcard.architecture.initializer, rng)

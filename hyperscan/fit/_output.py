@@ -45,6 +45,7 @@ def results_document(result: FitResult) -> dict:
                 "best_epoch": int(result.best_epoch[m]),
                 "stop_epoch": int(result.stop_epoch[m]),
                 **({"divergence": result.divergence[m]} if result.divergence[m] else {}),
+                **({"redrawn_starts": int(result.redraws[m])} if _redrawn(result, m) else {}),
                 "chi2_per_point": {
                     name: _finite_or_none(values[m])
                     for name, values in result.chi2_per_point.items()
@@ -63,6 +64,10 @@ def results_document(result: FitResult) -> dict:
         "interrupted": result.interrupted,
         "members": members,
     }
+
+
+def _redrawn(result: FitResult, member: int) -> bool:
+    return result.redraws is not None and result.redraws[member] > 0
 
 
 def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = False) -> None:
