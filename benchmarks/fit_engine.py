@@ -54,7 +54,6 @@ from hyperscan.fit import (  # noqa: E402
 )
 from hyperscan.fit._optimizers import clip_by_member_norm, member_norm  # noqa: E402
 from hyperscan.model import TRAINING, EnsembleModel  # noqa: E402
-from hyperscan.model._chi2 import chi2_by_category, whitened_residuals  # noqa: E402
 from hyperscan.model._network import forward  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
 
@@ -518,8 +517,7 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
     def whitening(r: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             tape.watch(r)
-            chi2 = chi2_by_category(whitened_residuals(r, model._segments), model._row_onehot)
-            value = tf.reduce_sum(chi2[:, TRAINING])
+            value = tf.reduce_sum(model.chi2_from_residuals(r)[:, TRAINING])
         return r - 1e-9 * tape.gradient(value, r)
 
     flat = tf.constant(rng.standard_normal((members, model._fk.shape[0])), tf.float32)
@@ -630,10 +628,7 @@ def member_step_flops(setup: Setup) -> float:
         model._positivity_fk.shape[1] if model._positivity_fk is not None else 0
     )
     fk = 2 * 2 * fk_rows * outputs
-    whitening = sum(
-        2 * 2 * factor.shape[-1] ** 2 for _, _, factor in model._segments if factor.shape.rank > 1
-    )
-    return float(network + fk + whitening)
+    return float(network + fk + model.whitening_flops())
 
 
 def machine_info() -> str:

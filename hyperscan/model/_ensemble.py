@@ -9,8 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
-from hyperscan.model._chi2 import N_CATEGORIES, chi2_by_category, whitened_residuals
-from hyperscan.model._chi2 import whitening_segments as _whitening_segments
+from hyperscan.model._chi2 import Chi2, whitening
 from hyperscan.model._network import forward, network_features
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 
@@ -51,7 +50,7 @@ def preprocessing(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndar
 class EnsembleModel:
     """All members of an ensemble as one computation with a leading member axis.
 
-    Holds the constants (x grids, FK tables rotated to the fitted basis, whitening factors,
+    Holds the constants (x grids, FK tables rotated to the fitted basis, χ² set-up,
     pseudodata); the trainable parameters are passed in, so the compiled training loop can
     carry them as loop variables.
     """
@@ -87,13 +86,9 @@ class EnsembleModel:
             else None
         )
         self._data = self._constant(members.data)
-        segments, row_categories = _whitening_segments(
-            problem.covmat, problem.blocks(), members.categories
-        )
-        self._segments = [(s.start, s.stop, self._constant(s.whitening)) for s in segments]
-        onehot = np.eye(N_CATEGORIES)[row_categories]
-        self._row_onehot = self._constant(onehot)
-        self.points_per_category = onehot.sum(axis=1)  # (M, 3)
+        setup = whitening(problem.covmat, problem.blocks(), members.categories)
+        self._chi2 = Chi2(setup, dtype)
+        self.points_per_category = setup.points_per_category  # (M, 3)
 
     def _constant(self, value: np.ndarray) -> tf.Tensor:
         return tf.constant(value, dtype=self.dtype)
@@ -140,10 +135,18 @@ class EnsembleModel:
         flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
         return flat @ self._fk
 
+    def chi2_from_residuals(self, residuals: tf.Tensor) -> tf.Tensor:
+        """χ² per category of data − predictions (M, N): (M, 3) training, validation, held-out."""
+        return self._chi2(residuals)
+
+    def whitening_flops(self) -> float:
+        """Matmul FLOPs of the χ² per member-step, forward + backward."""
+        return self._chi2.flops()
+
     def observables(self, params: Sequence[tf.Tensor]) -> Observables:
         flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
         residuals = self._data - flat @ self._fk
-        chi2 = chi2_by_category(whitened_residuals(residuals, self._segments), self._row_onehot)
+        chi2 = self.chi2_from_residuals(residuals)
         if self._positivity_fk is None:
             return Observables(chi2, tf.zeros_like(chi2[:, 0]))
         values = -(flat @ self._positivity_fk)

@@ -1,0 +1,152 @@
+"""χ² per category by the direct and the complement ways: exact, stable, members uncoupled."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hyperscan.model import HELD_OUT, TRAINING, VALIDATION
+from hyperscan.model._chi2 import Chi2, DenseBlock, whitening
+
+SCHEMES = ("direct", "complement", "auto")
+
+
+def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
+    a = rng.standard_normal((n, n + 3))
+    return a @ a.T / n + 0.05 * np.eye(n)
+
+
+def _problem(rng: np.random.Generator, members: int = 12):
+    """Dense blocks of 40, 9 and 23 points around a diagonal block of 6, and categories with
+    a 75 % training split, members holding a whole block out, one member all training, one all
+    validation, one all held-out, and one with the three categories at random."""
+    sizes, dense = (40, 6, 9, 23), (True, False, True, True)
+    covmat = np.zeros((sum(sizes), sum(sizes)))
+    blocks, start = [], 0
+    for n, is_dense in zip(sizes, dense, strict=True):
+        block = slice(start, start + n)
+        covmat[block, block] = _spd(rng, n) if is_dense else np.diag(rng.uniform(0.3, 3.0, n))
+        blocks.append(block)
+        start += n
+    points = covmat.shape[0]
+    categories = np.where(rng.random((members, points)) < 0.75, TRAINING, VALIDATION)
+    categories[3:6, blocks[0]] = HELD_OUT
+    categories[6, blocks[2]] = HELD_OUT
+    categories[7] = TRAINING
+    categories[8] = VALIDATION
+    categories[9] = HELD_OUT
+    categories[10] = rng.integers(0, 3, points)
+    return covmat, tuple(blocks), categories
+
+
+def _reference(covmat, blocks, categories, residuals):
+    """r_Sᵀ solve(C_SS, r_S) per member and category, and its gradient 2 C_SS⁻¹ r_S on S."""
+    members = categories.shape[0]
+    chi2 = np.zeros((members, 3))
+    gradient = np.zeros((3, *residuals.shape))
+    for m in range(members):
+        for c in range(3):
+            for block in blocks:
+                s = np.flatnonzero(categories[m, block] == c) + block.start
+                if s.size:
+                    solved = np.linalg.solve(covmat[np.ix_(s, s)], residuals[m, s])
+                    chi2[m, c] += residuals[m, s] @ solved
+                    gradient[c, m, s] = 2 * solved
+    return chi2, gradient
+
+
+def _chi2_and_gradient(setup, residuals, dtype):
+    chi2_of = Chi2(setup, dtype)
+    r = tf.constant(residuals, dtype)
+    gradients = []
+    for c in range(3):
+        with tf.GradientTape() as tape:
+            tape.watch(r)
+            chi2 = chi2_of(r)
+            total = tf.reduce_sum(chi2[:, c])
+        gradients.append(tape.gradient(total, r).numpy())
+    return chi2.numpy(), np.array(gradients)
+
+
+def test_auto_mixes_both_ways_within_a_category():
+    covmat, blocks, categories = _problem(np.random.default_rng(0))
+    # As if the members' factors did not fit in cache (they do for any test-sized problem).
+    setup = whitening(covmat, blocks, categories, cache_bytes=0)
+    dense = [s for s in setup.segments if isinstance(s, DenseBlock)]
+    mixed = [
+        category
+        for block in dense
+        for category in range(3)
+        if any(t.category == category for t in block.direct)
+        and any(t.category == category for t in block.complement)
+    ]
+    assert mixed, "the test problem should have members of one category on both ways"
+    np.testing.assert_array_equal(setup.points_per_category, np.eye(3)[categories].sum(axis=1))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_chi2_and_gradient_equal_the_solve(scheme):
+    rng = np.random.default_rng(1)
+    covmat, blocks, categories = _problem(rng)
+    residuals = rng.standard_normal((categories.shape[0], covmat.shape[0]))
+    setup = whitening(covmat, blocks, categories, scheme, cache_bytes=0)
+    chi2, gradient = _chi2_and_gradient(setup, residuals, tf.float64)
+    expected, expected_gradient = _reference(covmat, blocks, categories, residuals)
+    empty = expected == 0
+    assert empty.any() and not empty.all()
+    np.testing.assert_array_equal(chi2[empty], 0.0)
+    np.testing.assert_allclose(chi2[~empty], expected[~empty], rtol=1e-10, atol=0)
+    for c in range(3):
+        scale = np.abs(expected_gradient[c]).max(axis=1, keepdims=True)
+        assert np.all(np.abs(gradient[c] - expected_gradient[c]) <= 1e-8 * scale)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_ill_conditioned_block_in_float32(scheme):
+    """cond ~1e9 like BCDMS: small uncorrelated errors under large correlated systematics;
+    residuals as a fit leaves them (drawn from the covariance) and generic ones."""
+    rng = np.random.default_rng(2)
+    n, members = 120, 16
+    sigma = rng.uniform(0.5, 2.0, n)
+    systematics = rng.standard_normal((n, 4)) * sigma[:, None] * 20.0
+    covmat = np.diag((sigma * 2e-2) ** 2) + systematics @ systematics.T
+    assert 1e8 < np.linalg.cond(covmat) < 1e10
+    categories = np.where(rng.random((members, n)) < 0.75, TRAINING, VALIDATION)
+    factor = np.linalg.cholesky(covmat)
+    residuals = np.concatenate(
+        [
+            (factor @ rng.standard_normal((n, members // 2))).T,
+            rng.standard_normal((members // 2, n)) * sigma,
+        ]
+    )
+    setup = whitening(covmat, (slice(0, n),), categories, scheme, cache_bytes=0)
+    chi2 = Chi2(setup, tf.float32)(tf.constant(residuals, tf.float32)).numpy()
+    expected, _ = _reference(covmat, (slice(0, n),), categories, residuals)
+    np.testing.assert_allclose(chi2[:, :2], expected[:, :2], rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("jit", [False, True])
+def test_members_never_couple(dtype, jit):
+    rng = np.random.default_rng(3)
+    covmat, blocks, categories = _problem(rng)
+    chi2_of = Chi2(whitening(covmat, blocks, categories, cache_bytes=0), dtype)
+
+    @tf.function(jit_compile=jit)
+    def value_and_gradient(r):
+        with tf.GradientTape() as tape:
+            tape.watch(r)
+            chi2 = chi2_of(r)
+            total = tf.reduce_sum(chi2 * tf.constant([1.0, 2.0, 3.0], dtype))
+        return chi2, tape.gradient(total, r)
+
+    residuals = rng.standard_normal((categories.shape[0], covmat.shape[0]))
+    reference = [x.numpy() for x in value_and_gradient(tf.constant(residuals, dtype))]
+    for changed in (residuals[1] * 1e6, np.full(covmat.shape[0], np.nan)):
+        other = residuals.copy()
+        other[1] = changed
+        results = [x.numpy() for x in value_and_gradient(tf.constant(other, dtype))]
+        for result, expected in zip(results, reference, strict=True):
+            np.testing.assert_array_equal(np.delete(result, 1, axis=0), np.delete(expected, 1, 0))
+            assert not np.array_equal(result[1], expected[1])
