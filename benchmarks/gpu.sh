@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# NNPDF4.0-shaped fit on a GPU: 100 replicas x 1000 epochs, wall time and GPU utilisation.
+#
+# usage: benchmarks/gpu.sh [REPLICAS] [EPOCHS]        (from anywhere; defaults 100 1000)
+#   PYTHON=/path/to/python  use an environment that already has hyperscan and a CUDA build of
+#                           TensorFlow; otherwise a venv .venv-gpu is made with
+#                           pip install -e . 'tensorflow[and-cuda]' (needs PyPI once, ~3 GB)
+# Prints the GPU (nvidia-smi), then benchmarks/gpu_fit.py's figures, then the same fit's
+# first 100 epochs on the CPU for scale.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REPLICAS="${1:-100}"
+EPOCHS="${2:-1000}"
+command -v nvidia-smi >/dev/null || { echo "gpu.sh: no nvidia-smi: is this a GPU node?" >&2; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+if [ -z "${PYTHON:-}" ]; then
+  VENV="$ROOT/.venv-gpu"
+  if [ ! -x "$VENV/bin/hyperscan" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -e "$ROOT" "tensorflow[and-cuda]==2.21.*"
+  fi
+  PYTHON="$VENV/bin/python"
+fi
+cd "$ROOT"
+"$PYTHON" benchmarks/gpu_fit.py --replicas "$REPLICAS" --epochs "$EPOCHS" --device gpu:0
+echo "--- the same fit on this node's CPU, 100 epochs, for scale"
+"$PYTHON" benchmarks/gpu_fit.py --replicas "$REPLICAS" --epochs 100 --steps-per-call 50 --device cpu

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One NNPDF4.0-shaped fit on a GPU: wall time and device utilisation (run by gpu.sh).
+
+    python benchmarks/gpu_fit.py [--replicas 100] [--epochs 1000] [--device gpu:0]
+
+The closure problem ``nnpdf40`` (4618 points in 82 datasets, 2-25-20-8 tanh, Nadam, float32,
+positivity on) with patience 1.0, so every replica runs every epoch. ``nvidia-smi`` samples the
+GPU every 100 ms in the background; the utilisation printed is over the training loop only.
+The same script runs on a CPU (``--device cpu``) for a like-for-like figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from hyperscan.cli._tensorflow import configure_tensorflow
+
+TARGET_SECONDS = 5.0  # issue #4: 100 replicas x 1000 epochs on an H200
+
+
+def sampler() -> subprocess.Popen | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    query = "timestamp,utilization.gpu,memory.used,power.draw"
+    return subprocess.Popen(
+        ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-lms", "100"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--replicas", type=int, default=100)
+    parser.add_argument("--epochs", type=int, default=1000)
+    parser.add_argument("--steps-per-call", type=int, default=250)
+    parser.add_argument("--device", default="gpu:0", help="gpu:N or cpu")
+    args = parser.parse_args()
+    try:
+        configure_tensorflow(args.device)
+    except ValueError as error:
+        sys.exit(f"gpu_fit: {error} (is the CUDA build of TensorFlow installed?)")
+    import tensorflow as tf
+
+    from hyperscan.fit import run_fit
+    from hyperscan.runcard import FitRuncard
+
+    card = FitRuncard.model_validate(
+        {
+            "data": {"closure": {"size": "nnpdf40", "level": 1}},
+            "replicas": args.replicas,
+            "epochs": args.epochs,
+            "stopping": {"patience": 1.0},
+            "training": {"precision": "float32", "steps_per_call": args.steps_per_call},
+        }
+    )
+    devices = tf.config.list_logical_devices("GPU")
+    print(f"TensorFlow {tf.__version__}, devices: {[d.name for d in devices] or ['CPU only']}")
+    smi = sampler()
+    marks: dict[str, float] = {}
+
+    def on_sync(report) -> None:
+        marks.setdefault("first_sync", time.time())
+        marks["last_sync"] = time.time()
+
+    started = time.time()
+    result = run_fit(card, on_sync=on_sync)
+    wall = time.time() - started
+    rows: list[list[str]] = []
+    if smi is not None:
+        smi.terminate()
+        rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line]
+    done = result.count("ok") + result.count("pos-veto")
+    print(
+        f"nnpdf40 closure, {args.replicas} replicas x {result.steps} epochs: {done} finished, "
+        f"{result.count('diverged')} diverged"
+    )
+    print(f"  whole fit (build, compile, train, outputs): {wall:.2f} s")
+    print(f"  training loop (incl. XLA compilation):      {result.training_seconds:.2f} s")
+    if "first_sync" in marks and marks["last_sync"] > marks["first_sync"]:
+        steady = (marks["last_sync"] - marks["first_sync"]) / (result.steps - args.steps_per_call)
+        print(
+            f"  after the first sync: {steady * 1e3:.3f} ms per epoch, "
+            f"{steady / args.replicas * 1e6:.2f} µs per replica-epoch; "
+            f"{args.epochs} epochs at that rate: {steady * args.epochs:.2f} s"
+        )
+    print(f"  target: {args.replicas} x {args.epochs} in ≤ {TARGET_SECONDS:.0f} s on an H200")
+    if rows:
+        util = np.array([float(r[1]) for r in rows if len(r) >= 4 and r[1].strip().isdigit()])
+        memory = np.array([float(r[2]) for r in rows if len(r) >= 4 and r[2].strip().isdigit()])
+        print(
+            f"  GPU utilisation (nvidia-smi, {util.size} samples over the whole fit): "
+            f"mean {util.mean():.0f}%, median {np.median(util):.0f}%, max {util.max():.0f}%; "
+            f"memory used up to {memory.max():.0f} MiB"
+        )
+    else:
+        print("  no nvidia-smi: no utilisation figures")
+
+
+if __name__ == "__main__":
+    main()
