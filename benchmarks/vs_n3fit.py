@@ -10,7 +10,8 @@ Nadam lr 1e-3, clipnorm 1), preprocessing ranges, training fraction 0.75, patien
 t0 covariance from the toy PDF, R replicas in one batched model, at most E epochs. Printed:
 
 * fit: wall time as a user sees it (n3fit: ``vp-setupfit`` + ``n3fit``; hyperscan:
-  ``hyperscan fit``), training-loop time, time per replica-epoch, peak RSS, and χ² per point;
+  ``hyperscan fit`` with an empty compilation cache), training-loop time, time per
+  replica-epoch, peak RSS, and χ² per point;
 * scan: n trials of ``n3fit --hyperopt`` (the kit's 2-dataset, 2-fold card) against n trials of
   ``hyperscan scan`` with the same space, folds and single thread, wall time per trial.
 
@@ -87,6 +88,12 @@ def measure(command: list[str], log: Path, env: dict[str, str] | None = None) ->
         tail = "\n".join(log.read_text().splitlines()[-25:])
         sys.exit(f"{' '.join(command[:3])} ... failed (rc={measured.rc}), see {log}:\n{tail}")
     return measured
+
+
+def cold_cache(work: Path) -> dict[str, str]:
+    """An empty cache folder: hyperscan compiles its loops as on a first run, no XLA cache hit."""
+    cache = Path(tempfile.mkdtemp(prefix="cache-", dir=work))
+    return {"XDG_CACHE_HOME": str(cache)}
 
 
 # ------------------------------------------------------------------------------------------
@@ -237,7 +244,9 @@ def compare_fits(args: argparse.Namespace, work: Path) -> None:
     card = hyperscan_fit_card(work, r, e)
     out = work / "hyperscan_fit"
     hs = measure(
-        [str(HYPERSCAN), "fit", str(card), "-o", str(out), "--no-progress"], work / "hs.log"
+        [str(HYPERSCAN), "fit", str(card), "-o", str(out), "--no-progress"],
+        work / "hs.log",
+        cold_cache(work),
     )
     document = json.loads((out / "results.json").read_text())
     pdfs = np.load(out / "pdfs.npz")
@@ -387,6 +396,7 @@ def compare_scans(args: argparse.Namespace, work: Path) -> None:
             str(work / "scan-best.yml"),
         ],
         work / "hs-scan.log",
+        cold_cache(work),
     )
     print(f"  hyperscan done: {hs.wall:.0f} s", flush=True)
     n3_card = peer_card(args.kit, "hyperopt", work)
