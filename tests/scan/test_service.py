@@ -29,6 +29,7 @@ import optuna
 import pytest
 import sqlalchemy
 import yaml
+from _waiting import wait_for
 from click.testing import CliRunner, Result
 from optuna.trial import FrozenTrial, TrialState
 
@@ -145,16 +146,6 @@ def trials_of(url: str, name: str) -> list[FrozenTrial]:
 
 def by_state(trials: list[FrozenTrial], *states: TrialState) -> list[FrozenTrial]:
     return [t for t in trials if t.state in states]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.1)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 def snapshot(url: str) -> Any:

@@ -14,7 +14,6 @@ import time
 import traceback
 import uuid
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import optuna
 import psycopg2
 import pytest
 import sqlalchemy
+from _waiting import wait_for
 from optuna.exceptions import ExperimentalWarning, StorageInternalError
 from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
@@ -59,16 +59,6 @@ study.optimize(objective, n_trials=1)
 
 def quick(trial: optuna.Trial) -> float:
     return trial.suggest_float("x", -1.0, 1.0) ** 2
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(0.05)
-    pytest.fail(f"timed out after {timeout} s waiting for {what}")
 
 
 @pytest.fixture(params=["journal", "postgresql"])
