@@ -1,0 +1,64 @@
+"""benchmarks/vs_n3fit.py's yardstick and its translation of the peer's hyperopt card."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hyperscan.data import real_problem
+from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
+from hyperscan.runcard import load_scan_runcard
+
+ROOT = Path(__file__).resolve().parents[2]
+KIT = ROOT.parent / "shared" / "peer"
+N3FIT_LABELS = ["TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON"]
+N3FIT_LABELS += ["D", "U", "S", "C", "B", "T", "PHT"]
+
+
+def _benchmark():
+    spec = importlib.util.spec_from_file_location("vs_n3fit", ROOT / "benchmarks" / "vs_n3fit.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while defined
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_an_exportgrid_of_the_toy_pdf_gives_the_toy_predictions():
+    # The toy PDF written as n3fit writes PDFs (x·f per flavour on its 196 log nodes) must
+    # come back, through the benchmark's conversion and hyperscan's FK tables, as the toy
+    # predictions of the real datasets: flavour labels, rotation and interpolation at once.
+    bench = _benchmark()
+    # n3fit's exportgrid: 196 nodes, logarithmic below x = 0.1 and linear above.
+    x = np.concatenate([np.geomspace(1e-9, 0.1, 100, endpoint=False), np.linspace(0.1, 1, 96)])
+    physical = _toy_physical(x)
+    names = {"ubar": "UBAR", "dbar": "DBAR", "sbar": "SBAR", "cbar": "CBAR", "g": "GLUON"}
+    exportgrid = np.zeros((x.size, len(N3FIT_LABELS)))
+    for column, flavour in enumerate(PHYSICAL_FLAVOURS):
+        exportgrid[:, N3FIT_LABELS.index(names.get(flavour, flavour.upper()))] = physical[:, column]
+
+    problem = real_problem(closure_level=0)  # central values = truth = toy predictions
+    grid = np.unique(np.concatenate([d.xgrid for d in problem.datasets]))
+    xf14 = bench.exportgrid_on(grid, x, exportgrid, N3FIT_LABELS)[None]
+    predicted = bench.predictions(problem, grid, xf14)[0]
+    np.testing.assert_allclose(predicted, problem.truth, rtol=1e-5)
+    assert bench.chi2_per_point(problem, predicted[None])[0] < 1e-6
+
+
+def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path):
+    if not (KIT / "runcards" / "hyperopt.yml").exists():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the n3fit peer kit is missing at {KIT}")
+        pytest.skip(f"no n3fit peer kit at {KIT}")
+    card = load_scan_runcard(_benchmark().hyperscan_scan_card(tmp_path, KIT, trials=3))
+    assert card.scan.trials == 3
+    assert [list(f) for f in card.scan.folds] == [
+        ["HERA_NC_225GEV_EP-SIGMARED"],
+        ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"],
+    ]
+    assert card.training.threads == 1
+    assert set(card.scan.space.optimizer) == {"nadam"}
