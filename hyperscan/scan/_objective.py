@@ -126,6 +126,8 @@ class Objective:
                 "members": result.n_members,
                 "diverged": result.count("diverged"),
                 "pos_veto": result.count("pos-veto"),
+                # starts past divergence.max_loss that were redrawn (fit/_fit.py usable_starts)
+                "redrawn_starts": int(result.redraws.sum()) if result.redraws is not None else 0,
                 # Quantiles, not the list: the dashboard cuts attributes at 1,024 characters.
                 "best_epoch": summary(result.best_epoch[result.best_epoch >= 0]),
                 "steps": result.steps,

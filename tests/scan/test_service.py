@@ -479,6 +479,7 @@ def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
         reason = trial.user_attrs["trashed"]
         assert re.fullmatch(rf"\d+ diverged: {DIVERGENCE_REASON}(; {DIVERGENCE_REASON})*", reason)
         assert trial.user_attrs["fit"]["diverged"] >= 1
+        assert trial.user_attrs["fit"]["redrawn_starts"] == 0  # diverged in training, not at start
     # The worker went on after trashing trial 0, and said so on the way.
     log = worker.out.read_text()
     assert "trial 0: trashed in" in log and trials[0].user_attrs["trashed"] in log
