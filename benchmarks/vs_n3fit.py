@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from hyperscan.data import Problem, real_problem
+from hyperscan.data import Problem, experimental_chi2, grid_predictions, real_problem
 from hyperscan.data._flavours import FK_BASIS, _physical_to_evolution
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -189,35 +189,12 @@ def _cubic_in_log_x(nodes: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.
 # χ² on one yardstick
 
 
-def predictions(problem: Problem, grid_x: np.ndarray, xf14: np.ndarray) -> np.ndarray:
-    """FK ⊗ x·f for every data point; xf14 (members, n_grid, 14) on grid_x."""
-    return np.concatenate(
-        [
-            np.einsum("nka,mak->mn", d.fk, xf14[:, np.searchsorted(grid_x, d.xgrid)])
-            for d in problem.datasets
-        ],
-        axis=1,
-    )
-
-
-def chi2_per_point(problem: Problem, predictions: np.ndarray) -> np.ndarray:
-    """(members,) χ² per point to the central data, block by block (no TensorFlow needed)."""
-    residuals = problem.central[None, :] - predictions
-    total = np.zeros(predictions.shape[0])
-    for block in problem.blocks():
-        cholesky = np.linalg.cholesky(problem.covmat[block, block])
-        total += np.sum(np.linalg.solve(cholesky, residuals[:, block].T) ** 2, axis=0)
-    return total / problem.n_data
-
-
 def yardstick(
     problems: dict[str, Problem], grid_x: np.ndarray, xf14: np.ndarray
 ) -> dict[str, np.ndarray]:
     values = {}
     for name, problem in problems.items():
-        if not np.all(np.isin(np.concatenate([d.xgrid for d in problem.datasets]), grid_x)):
-            raise ValueError("the PDF grid does not hold every FK node")
-        values[name] = chi2_per_point(problem, predictions(problem, grid_x, xf14))
+        values[name] = experimental_chi2(problem, grid_predictions(problem, grid_x, xf14))[0]
     return values
 
 

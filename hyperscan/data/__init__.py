@@ -8,6 +8,7 @@ import on a coordinator and identical on every worker.
 from __future__ import annotations
 
 from ._closure import CLOSURE_SIZES, STANDARD_XGRID, closure_problem
+from ._compare import experimental_chi2, grid_predictions
 from ._flavours import (
     FIT_BASIS,
     FK_BASIS,
@@ -31,8 +32,10 @@ __all__ = [
     "REAL_DATASETS",
     "Problem",
     "closure_problem",
+    "experimental_chi2",
     "fit_to_fk_rotation",
     "flavour_combination",
+    "grid_predictions",
     "load_real_dataset",
     "real_problem",
     "replica_data",

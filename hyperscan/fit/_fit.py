@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import Problem
+from hyperscan.data import Problem, experimental_chi2
 from hyperscan.fit._members import (
     MemberSpec,
     build_members,
@@ -202,27 +202,3 @@ def _start_ok(
         observables.chi2[:, TRAINING] + settings.lambda_initial * observables.positivity
     ).numpy()
     return np.isfinite(loss) & (loss <= settings.max_loss)
-
-
-def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """χ² per point to the central data with the full covariance: total (M,), per dataset (M, D).
-
-    Computed in float64 on the host, block by block (the covariance is block diagonal).
-    """
-    residuals = (problem.central[None, :] - predictions).astype(np.float64)
-    total = np.zeros(predictions.shape[0])
-    for block in problem.blocks():
-        total += _chi2(problem.covmat[block, block], residuals[:, block])
-    per_dataset = np.stack(
-        [
-            _chi2(problem.covmat[s, s], residuals[:, s]) / (s.stop - s.start)
-            for s in problem.dataset_slices()
-        ],
-        axis=1,
-    )
-    return total / problem.n_data, per_dataset
-
-
-def _chi2(covmat: np.ndarray, residuals: np.ndarray) -> np.ndarray:
-    whitened = np.linalg.solve(np.linalg.cholesky(covmat), residuals.T)
-    return np.sum(whitened**2, axis=0)

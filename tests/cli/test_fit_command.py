@@ -10,8 +10,8 @@ import yaml
 from click.testing import CliRunner
 
 from hyperscan.cli import main
+from hyperscan.data import experimental_chi2, grid_predictions
 from hyperscan.fit import load_problem
-from hyperscan.fit._fit import experimental_chi2
 from hyperscan.runcard import load_fit_runcard
 
 TINY = {
@@ -59,13 +59,7 @@ def test_pdf_on_the_fit_grid_reproduces_the_fit_predictions(tmp_path):
     problem = load_problem(load_fit_runcard(runcard))
     pdfs = np.load(outdir / "pdfs.npz")
     xf = pdfs["grid_xf_flavour_basis"].astype(np.float64)  # (members, grid, 14)
-    predictions = np.concatenate(
-        [
-            np.einsum("nka,mak->mn", d.fk, xf[:, np.searchsorted(pdfs["grid_x"], d.xgrid)])
-            for d in problem.datasets
-        ],
-        axis=1,
-    )
+    predictions = grid_predictions(problem, pdfs["grid_x"], xf)
     recomputed, _ = experimental_chi2(problem, predictions)
     stored = [m["chi2_per_point"]["experimental"] for m in document["members"]]
     np.testing.assert_allclose(recomputed, stored, rtol=1e-4)

@@ -8,7 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from hyperscan.data import STANDARD_XGRID, Dataset, PositivitySet, Problem
+from hyperscan.data import (
+    STANDARD_XGRID,
+    Dataset,
+    PositivitySet,
+    Problem,
+    closure_problem,
+    grid_predictions,
+)
 
 
 def _dataset(name: str, n: int, key: int) -> Dataset:
@@ -190,3 +197,12 @@ def test_positivity_set():
     assert pos.predictions(np.ones((14, 10))).tolist() == [140.0] * 3
     with pytest.raises(ValueError):
         PositivitySet("POS", np.ones((3, 14, 9)), grid)
+
+
+def test_grid_predictions_need_every_fk_node():
+    problem = closure_problem("tiny")
+    grid = np.unique(np.concatenate([d.xgrid for d in problem.datasets]))
+    xf = np.ones((1, grid.size, 14))
+    assert grid_predictions(problem, grid, xf).shape == (1, problem.n_data)
+    with pytest.raises(ValueError, match="does not hold every FK node"):
+        grid_predictions(problem, grid[1:], xf[:, 1:])

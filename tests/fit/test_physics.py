@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import FIT_BASIS
-from hyperscan.fit import build_members, experimental_chi2, load_problem, replica_specs, run_fit
+from hyperscan.data import FIT_BASIS, experimental_chi2
+from hyperscan.fit import build_members, load_problem, replica_specs, run_fit
 from hyperscan.model import VALENCE_SUM_RULES, EnsembleModel
 
 

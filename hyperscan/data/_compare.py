@@ -1,0 +1,46 @@
+"""Predictions of a PDF given on a grid, and their χ² to the data: for reports and checks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._problem import Problem
+
+
+def grid_predictions(problem: Problem, grid_x: np.ndarray, xf: np.ndarray) -> np.ndarray:
+    """FK ⊗ x·f for every data point: (M, N) from xf (M, n_grid, 14) in the FK basis.
+
+    grid_x must hold every FK node (a fit's own grid does: ``pdfs.npz`` ``grid_x``).
+    """
+    grid_x = np.asarray(grid_x)
+    parts = []
+    for d in problem.datasets:
+        nodes = np.searchsorted(grid_x, d.xgrid)
+        if np.any(nodes >= grid_x.size) or not np.array_equal(grid_x[nodes], d.xgrid):
+            raise ValueError(f"{d.name}: the PDF grid does not hold every FK node")
+        parts.append(np.einsum("nka,mak->mn", d.fk, xf[:, nodes]))
+    return np.concatenate(parts, axis=1)
+
+
+def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """χ² per point to the central data with the full covariance: total (M,), per dataset (M, D).
+
+    Computed in float64 on the host, block by block (the covariance is block diagonal).
+    """
+    residuals = (problem.central[None, :] - predictions).astype(np.float64)
+    total = np.zeros(predictions.shape[0])
+    for block in problem.blocks():
+        total += _chi2(problem.covmat[block, block], residuals[:, block])
+    per_dataset = np.stack(
+        [
+            _chi2(problem.covmat[s, s], residuals[:, s]) / (s.stop - s.start)
+            for s in problem.dataset_slices()
+        ],
+        axis=1,
+    )
+    return total / problem.n_data, per_dataset
+
+
+def _chi2(covmat: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+    whitened = np.linalg.solve(np.linalg.cholesky(covmat), residuals.T)
+    return np.sum(whitened**2, axis=0)
