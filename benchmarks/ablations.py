@@ -297,48 +297,23 @@ def main() -> None:
         f"2-{'-'.join(map(str, NNPDF40_NODES))}-8 tanh, Nadam, float32 unless stated"
     )
     hyperscan = "hyperscan as is"
+
+    def variant(choice: str, model=EnsembleModel, jit: bool = True, **options):
+        return choice, lambda: Loop(make_model(model, ensemble, **options), ensemble, jit=jit)
+
     variants: dict[str, tuple[str, Callable[[], Loop]]] = {
-        hyperscan: ("", lambda: Loop(make_model(EnsembleModel, ensemble), ensemble)),
-        "no XLA (tf.function only)": (
-            "XLA",
-            lambda: Loop(make_model(EnsembleModel, ensemble), ensemble, jit=False),
+        hyperscan: variant(""),
+        "no XLA (tf.function only)": variant("XLA", jit=False),
+        "float64": variant("precision", dtype=tf.float64),
+        "one product per dataset grid": variant("FK layout", PerDatasetFK),
+        "14 flavours, zero-padded": variant("FK layout", FourteenFlavourFK),
+        "per-member dense factors": variant("covariance", DenseMemberFactors),
+        "Cholesky solves every step": variant("covariance", CholeskySolves),
+        "32 quadrature nodes": variant("integration grid", quadrature=sum_rule_quadrature(16)),
+        "192 quadrature nodes (before)": variant(
+            "integration grid", quadrature=sum_rule_quadrature(96)
         ),
-        "float64": (
-            "precision",
-            lambda: Loop(make_model(EnsembleModel, ensemble, tf.float64), ensemble),
-        ),
-        "one product per dataset grid": (
-            "FK layout",
-            lambda: Loop(make_model(PerDatasetFK, ensemble), ensemble),
-        ),
-        "14 flavours, zero-padded": (
-            "FK layout",
-            lambda: Loop(make_model(FourteenFlavourFK, ensemble), ensemble),
-        ),
-        "per-member dense factors": (
-            "covariance",
-            lambda: Loop(make_model(DenseMemberFactors, ensemble), ensemble),
-        ),
-        "Cholesky solves every step": (
-            "covariance",
-            lambda: Loop(make_model(CholeskySolves, ensemble), ensemble),
-        ),
-        "32 quadrature nodes": (
-            "integration grid",
-            lambda: Loop(
-                make_model(EnsembleModel, ensemble, quadrature=sum_rule_quadrature(16)), ensemble
-            ),
-        ),
-        "192 quadrature nodes (before)": (
-            "integration grid",
-            lambda: Loop(
-                make_model(EnsembleModel, ensemble, quadrature=sum_rule_quadrature(96)), ensemble
-            ),
-        ),
-        "separate validation pass": (
-            "validation pass",
-            lambda: Loop(make_model(SeparateValidationPass, ensemble), ensemble),
-        ),
+        "separate validation pass": variant("validation pass", SeparateValidationPass),
     }
     loops = {}
     for name, (_, make) in variants.items():
