@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 import click
@@ -18,6 +19,17 @@ storage_option = click.option(
 
 study_option = click.option("--study", "name", required=True, help="Study name.")
 force_option = click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+
+
+def output_file_option(description: str):
+    """``-o/--output FILE``, required: the file a command writes."""
+    return click.option(
+        "-o",
+        "--output",
+        type=click.Path(path_type=Path, dir_okay=False),
+        required=True,
+        help=description,
+    )
 
 
 def fail(message: str) -> NoReturn:

@@ -6,20 +6,20 @@ from pathlib import Path
 
 import click
 
-from hyperscan.cli._common import fail, force_option, storage_option, study_option
+from hyperscan.cli._common import (
+    fail,
+    force_option,
+    output_file_option,
+    storage_option,
+    study_option,
+)
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
 @click.command()
 @study_option
 @storage_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
-    help="The HTML file to write (self-contained: opens offline, no JavaScript).",
-)
+@output_file_option("The HTML file to write (self-contained: opens offline, no JavaScript).")
 @force_option
 @click.option(
     "--top",

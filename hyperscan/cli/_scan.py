@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from hyperscan.cli._common import fail, force_option, storage_option, study_option
+from hyperscan.cli._common import (
+    fail,
+    force_option,
+    output_file_option,
+    storage_option,
+    study_option,
+)
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
@@ -227,13 +233,7 @@ def _walltime_reason(report) -> str:
 @click.command()
 @study_option
 @storage_option
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
-    required=True,
-    help="The fit runcard to write.",
-)
+@output_file_option("The fit runcard to write.")
 @force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
