@@ -392,9 +392,14 @@ def _build(size: str) -> Problem:
     n_total = sum(d.n_data for d in datasets)
     covmat = np.zeros((n_total, n_total))
     offsets = np.cumsum([0] + [d.n_data for d in datasets])
+    columns: list[np.ndarray] = []  # the correlated systematics, for Problem.systematics
     for i in range(len(specs)):
         s = slice(offsets[i], offsets[i + 1])
         covmat[s, s] = np.diag(stats[i] * stats[i]) + _outer_sum(sys_list[i])
+        for j in range(sys_list[i].shape[1]):
+            column = np.zeros(n_total)
+            column[s] = sys_list[i][:, j]
+            columns.append(column)
     # a normalisation shared by all datasets of a group: the cross-dataset blocks
     groups: dict[str, list[int]] = {}
     for i, spec in enumerate(specs):
@@ -409,6 +414,9 @@ def _build(size: str) -> Problem:
         amplitude = 0.01 + 0.01 * _weyl(29 * specs[members[0]].key)
         shared = amplitude * np.concatenate([truths[i] for i in members])
         covmat[s, s] = covmat[s, s] + np.multiply.outer(shared, shared)
+        column = np.zeros(n_total)
+        column[s] = shared
+        columns.append(column)
 
     covmat.setflags(write=False)  # hand over without a copy
 
@@ -423,6 +431,7 @@ def _build(size: str) -> Problem:
         covmat=covmat,
         positivity=tuple(positivity),
         truth=np.concatenate(truths),
+        systematics=np.stack(columns, axis=1),
     )
 
 
@@ -433,6 +442,8 @@ def closure_problem(size: str = "small", level: int = 0, seed: int = 0) -> Probl
     "nnpdf40" 4618 points in 82 datasets like NNPDF4.0). level 0: central = truth; level 1:
     central = truth + L eta with eta ~ N(0, 1) from ``np.random.default_rng(seed)``, L the
     Cholesky factor of covmat. Same arrays (and fingerprint) on every call and machine.
+    ``systematics``: each dataset's correlated columns, plus one shared normalisation column
+    per group of datasets, so that covmat = diag(stat^2) + S S^T.
     """
     if size not in CLOSURE_SIZES:
         raise ValueError(f"unknown closure size {size!r}; choose one of {CLOSURE_SIZES}")
@@ -453,4 +464,4 @@ def closure_problem(size: str = "small", level: int = 0, seed: int = 0) -> Probl
         replace(d, central=central[s])
         for d, s in zip(problem.datasets, problem.dataset_slices(), strict=True)
     )
-    return Problem(datasets, problem.covmat, problem.positivity, problem.truth)
+    return Problem(datasets, problem.covmat, problem.positivity, problem.truth, problem.systematics)

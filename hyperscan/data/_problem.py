@@ -155,6 +155,67 @@ def _components(coupled: np.ndarray) -> list[list[int]]:
     return out
 
 
+def _uncorrelated(covmat: np.ndarray, systematics: np.ndarray) -> np.ndarray:
+    """(N,) diag(covmat) minus the row sums of systematics^2, read-only."""
+    out = np.diag(covmat) - (systematics * systematics).sum(axis=1)
+    out.setflags(write=False)
+    return out
+
+
+def _tidy_systematics(
+    systematics: np.ndarray, covmat: np.ndarray, blocks: Sequence[slice]
+) -> np.ndarray:
+    """Check ``systematics`` against covmat and its blocks; drop zero columns, sort by block.
+
+    Why: the chi2 solves diag(d) + S S^T block by block (Woodbury), which is only right if every
+    column stays inside one block and the factorisation reproduces covmat.
+    """
+    n = covmat.shape[0]
+    block_of = np.empty(n, dtype=np.intp)
+    for k, b in enumerate(blocks):
+        block_of[b] = k
+    nonzero = systematics != 0.0
+    used = np.flatnonzero(nonzero.any(axis=0))
+    first = nonzero[:, used].argmax(axis=0)
+    last = n - 1 - nonzero[::-1, used].argmax(axis=0)
+    across = np.flatnonzero(block_of[first] != block_of[last])
+    if across.size:
+        j = int(across[0])
+        raise ValueError(
+            f"systematics column {int(used[j])} is nonzero in two covariance blocks (rows "
+            f"{int(first[j])} and {int(last[j])}); a correlated systematic must stay within "
+            f"datasets correlated in covmat ({across.size} such column(s))"
+        )
+    order = used[np.argsort(block_of[first], kind="stable")]
+    if order.size == systematics.shape[1] and np.array_equal(order, np.arange(order.size)):
+        out = systematics
+    else:
+        out = _frozen(systematics[:, order], "systematics", 2)
+    column_block = np.sort(block_of[first], kind="stable")
+    for k, b in enumerate(blocks):
+        lo, hi = np.searchsorted(column_block, [k, k + 1])
+        s_b = out[b, lo:hi]
+        c_b = covmat[b, b]
+        resid = c_b - s_b @ s_b.T
+        np.fill_diagonal(resid, 0.0)
+        worst = float(np.max(np.abs(resid))) if resid.size else 0.0
+        scale = float(np.max(np.abs(c_b)))
+        if not worst <= 1e-10 * scale:
+            raise ValueError(
+                f"systematics are inconsistent with covmat: off-diagonal of covmat - S S^T in "
+                f"rows {b.start}..{b.stop - 1} reaches {worst:.3g} (> 1e-10 x {scale:.3g})"
+            )
+    d = _uncorrelated(covmat, out)
+    bad = np.flatnonzero(~(d > 1e-12 * np.diag(covmat)))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"uncorrelated variance diag(covmat) - rowsum(systematics^2) must be > 0, got "
+            f"{d[i]:.3g} at row {i} ({bad.size} row(s)): the systematics exceed the variance"
+        )
+    return out
+
+
 def _hash_array(h: hashlib._Hash, a: np.ndarray) -> None:
     """Feed shape and little-endian float64 bytes; -0.0 and NaN payloads made canonical."""
     a = np.asarray(a, dtype=np.float64) + 0.0  # -0.0 -> +0.0
@@ -177,12 +238,19 @@ class Problem:
     correlated with each other (nonzero cross-covariance) are moved next to each other at
     construction time, keeping the first-appearance order otherwise, so that covariance blocks
     are contiguous. truth (N,) is the closure-test truth (FK x toy PDF) or None for real data.
+
+    systematics (N, K), optional: absolute correlated systematics with
+    ``covmat == diag(uncorrelated_variance) + systematics @ systematics.T`` (to rounding), so a
+    chi2 can use the low-rank structure (Woodbury) instead of a dense Cholesky factor. Rows
+    follow the dataset reordering; all-zero columns are dropped and the rest sorted by the
+    block they lie in (each column must lie within one block).
     """
 
     datasets: tuple[Dataset, ...]
     covmat: np.ndarray
     positivity: tuple[PositivitySet, ...] = ()
     truth: np.ndarray | None = None
+    systematics: np.ndarray | None = None
     _block_groups: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -207,6 +275,16 @@ class Problem:
         truth = None if self.truth is None else _frozen(self.truth, "truth", 1)
         if truth is not None and truth.shape != (n_total,):
             raise ValueError(f"truth must have shape ({n_total},), got {truth.shape}")
+        systematics = None
+        if self.systematics is not None:
+            systematics = _frozen(self.systematics, "systematics", 2)
+            if systematics.shape[0] != n_total:
+                raise ValueError(
+                    f"systematics must have shape ({n_total}, K) (one row per data point), "
+                    f"got {systematics.shape}"
+                )
+            if not np.all(np.isfinite(systematics)):
+                raise ValueError("systematics has non-finite entries")
 
         # dataset-level coupling: any nonzero entry in the (i, j) dataset block
         offsets = np.cumsum([0] + [d.n_data for d in datasets])
@@ -233,6 +311,8 @@ class Problem:
             datasets = tuple(datasets[i] for i in order)
             covmat = _frozen(covmat[np.ix_(index, index)], "covmat", 2)
             truth = None if truth is None else _frozen(truth[index], "truth", 1)
+            if systematics is not None:
+                systematics = _frozen(systematics[index], "systematics", 2)
             position = {old: new for new, old in enumerate(order)}
             groups = [[position[i] for i in g] for g in groups]
         object.__setattr__(self, "datasets", datasets)
@@ -240,6 +320,9 @@ class Problem:
         object.__setattr__(self, "covmat", covmat)
         object.__setattr__(self, "truth", truth)
         object.__setattr__(self, "_block_groups", tuple(tuple(g) for g in groups))
+        if systematics is not None:
+            systematics = _tidy_systematics(systematics, covmat, self.blocks())
+        object.__setattr__(self, "systematics", systematics)
 
     @property
     def n_data(self) -> int:
@@ -291,10 +374,43 @@ class Problem:
         out.setflags(write=False)
         return out
 
+    @cached_property
+    def uncorrelated_variance(self) -> np.ndarray:
+        """(N,) d = diag(covmat) - rowsum(systematics^2) > 0, read-only.
+
+        Why: with the systematics it gives covmat = diag(d) + S S^T for a Woodbury chi2.
+        Raises ValueError when the Problem was built without systematics.
+        """
+        return _uncorrelated(self.covmat, self._require_systematics())
+
+    def block_systematics(self, block: slice) -> np.ndarray:
+        """(n_b, k_b) the systematics columns nonzero on rows ``block``, restricted to them.
+
+        Why: the model builds its per-block Woodbury solves from these. ``block`` is usually
+        one of ``blocks()``; (n_b, 0) if no column touches it. Read-only (a view when the columns
+        are contiguous, as they are for a block). Raises ValueError without systematics.
+        """
+        s = self._require_systematics()
+        if not isinstance(block, slice) or block.step not in (None, 1):
+            raise ValueError(f"block must be a slice with step 1, got {block!r}")
+        rows = s[block]
+        cols = np.flatnonzero(np.any(rows != 0.0, axis=0))
+        if cols.size and cols[-1] - cols[0] + 1 == cols.size:
+            return rows[:, cols[0] : cols[-1] + 1]
+        out = rows[:, cols]
+        out.setflags(write=False)
+        return out
+
+    def _require_systematics(self) -> np.ndarray:
+        if self.systematics is None:
+            raise ValueError("this Problem has no systematics (built from a dense covmat only)")
+        return self.systematics
+
     def select(self, names: Sequence[str]) -> Problem:
         """Sub-problem with only ``names`` (kept in problem order), covariance restricted.
 
-        Positivity sets are kept. Unknown names raise ValueError listing the available ones.
+        Positivity sets are kept; systematics keep their rows and lose columns that become zero.
+        Unknown names raise ValueError listing the available ones.
         """
         if isinstance(names, str):
             raise TypeError("select() takes a sequence of dataset names, not a single string")
@@ -320,6 +436,7 @@ class Problem:
             covmat=covmat,
             positivity=self.positivity,
             truth=None if self.truth is None else self.truth[index],
+            systematics=None if self.systematics is None else self.systematics[index],
         )
 
     def fingerprint(self) -> str:
@@ -327,6 +444,7 @@ class Problem:
 
         Why: a worker compares it with the coordinator's before fitting, to refuse mismatching
         data. The covariance enters through its blocks (entries outside are zero by definition).
+        The systematics do not enter: they only factorise covmat, which is already hashed.
         """
         return self._fingerprint
 

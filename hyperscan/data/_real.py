@@ -202,21 +202,25 @@ def _systematics(data: RealDataset, mask: np.ndarray, t0: np.ndarray | None) -> 
     return out
 
 
-def experimental_covmat(
+def experimental_covariance(
     data: Sequence[RealDataset],
     masks: Sequence[np.ndarray],
     t0: Sequence[np.ndarray] | None = None,
-) -> np.ndarray:
-    """Joint covariance of the datasets (concatenated in order, after their masks).
+) -> tuple[np.ndarray, np.ndarray]:
+    """Joint covariance (N, N) and its correlated systematics (N, K), from one loop.
 
-    t0: per dataset, predictions on the kept points; None gives the experimental covariance.
-    Named systematic types are correlated across datasets (validphys' special systematics).
+    Datasets are concatenated in order, after their masks. t0: per dataset, predictions on the
+    kept points; None gives the experimental covariance. Named systematic types are correlated
+    across datasets (validphys' special systematics). The systematics are each dataset's CORR
+    columns on its rows, then one column per named type over all datasets, so that
+    covmat = diag(stat^2 + UNCORR^2) + S S^T; built together so the two cannot disagree.
     """
     sizes = [int(m.sum()) for m in masks]
     offsets = np.cumsum([0, *sizes])
     n = int(offsets[-1])
     covmat = np.zeros((n, n))
     named: dict[str, np.ndarray] = {}
+    intra: list[np.ndarray] = []
     for i, (d, m) in enumerate(zip(data, masks, strict=True)):
         sys = _systematics(d, m, None if t0 is None else np.asarray(t0[i]))
         types = d.sys_type
@@ -228,17 +232,23 @@ def experimental_covmat(
             diagonal = diagonal + sys[:, j] * sys[:, j]
         block = slice(offsets[i], offsets[i + 1])
         covmat[block, block] = np.diag(diagonal) + _outer_sum(sys[:, intra_cols])
+        for j in intra_cols:
+            column = np.zeros(n)
+            column[block] = sys[:, j]
+            intra.append(column)
         for j, t in enumerate(types):
             if t in _DIAGONAL_TYPES or t in _INTRA_TYPES or t in _SKIP_TYPES:
                 continue
             column = named.setdefault(t, np.zeros(n))
             column[block] = column[block] + sys[:, j]
+    all_columns = intra + [named[k] for k in sorted(named)]
+    columns = np.stack(all_columns, axis=1) if all_columns else np.zeros((n, 0))
     if named:
-        columns = np.stack([named[k] for k in sorted(named)], axis=1)
-        rows = np.flatnonzero(np.any(columns != 0.0, axis=1))
+        shared = columns[:, len(intra) :]
+        rows = np.flatnonzero(np.any(shared != 0.0, axis=1))
         if rows.size:
-            covmat[np.ix_(rows, rows)] = covmat[np.ix_(rows, rows)] + _outer_sum(columns[rows])
-    return covmat
+            covmat[np.ix_(rows, rows)] = covmat[np.ix_(rows, rows)] + _outer_sum(shared[rows])
+    return covmat, columns
 
 
 @cache
@@ -285,13 +295,13 @@ def real_problem(
         if not m.any():
             raise ValueError(f"{d.name}: no point passes the cuts q2min={q2min}, w2min={w2min}")
     toys = [d.toy_prediction()[m] for d, m in zip(loaded, masks, strict=True)]
-    covmat = experimental_covmat(loaded, masks, toys if t0 else None)
+    covmat, systematics = experimental_covariance(loaded, masks, toys if t0 else None)
     covmat.setflags(write=False)
     out = [
         Dataset(d.name, d.process, d.fk[m], d.xgrid, d.central[m], d.kinematics[m])
         for d, m in zip(loaded, masks, strict=True)
     ]
-    problem = Problem(tuple(out), covmat)
+    problem = Problem(tuple(out), covmat, systematics=systematics)
     if closure_level is None:
         return problem
     # closure test on the real tables: data = toy predictions (+ one fluctuation)
@@ -306,4 +316,4 @@ def real_problem(
         replace(d, central=central[s])
         for d, s in zip(problem.datasets, problem.dataset_slices(), strict=True)
     )
-    return Problem(new, problem.covmat, (), truth)
+    return Problem(new, problem.covmat, (), truth, problem.systematics)

@@ -12,7 +12,7 @@ import pytest
 
 from hyperscan.data import REAL_DATASETS, fit_to_fk_rotation, load_real_dataset, toy_pdf
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
-from hyperscan.data._real import REAL_DATA_DIR, experimental_covmat, real_problem
+from hyperscan.data._real import REAL_DATA_DIR, experimental_covariance, real_problem
 from hyperscan.fit._members import load_problem
 from hyperscan.runcard import RuncardError, parse_fit_runcard
 
@@ -95,14 +95,14 @@ def test_t0_rescales_mult_only() -> None:
     names = ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA", "HERA_CC_318GEV_EP-SIGMARED"]
     data = [load_real_dataset(n) for n in names]
     masks = [d.cut_mask() for d in data]
-    exp = experimental_covmat(data, masks)
+    exp = experimental_covariance(data, masks)[0]
     # t0 predictions equal to the data: the experimental covariance again
-    same = experimental_covmat(data, masks, [d.central[m] for d, m in zip(data, masks)])  # noqa: B905
+    same = experimental_covariance(data, masks, [d.central[m] for d, m in zip(data, masks)])[0]  # noqa: B905
     np.testing.assert_allclose(same, exp, rtol=1e-12, atol=0)
     # NMC: stat (ADD) + one CORR MULT column -> diag(stat^2) + s s^T with s = sys/central*t0
     d, m = data[0], masks[0]
     t0 = d.toy_prediction()[m]
-    got = experimental_covmat([d], [m], [t0])
+    got = experimental_covariance([d], [m], [t0])[0]
     s = d.sys[m][:, 0] / d.central[m] * t0
     np.testing.assert_allclose(got, np.diag(d.stat[m] ** 2) + np.outer(s, s), rtol=1e-12)
     problem = real_problem(names, t0=True)
