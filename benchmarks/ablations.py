@@ -14,9 +14,10 @@ trainer sees only ``observables``), each doing the same math as the engine:
   initial weights and after a short fit, where training's chaos takes over);
 * FK layout: one product per dataset on its own x grid, or the 14-flavour FK basis padded with
   zeros (n3fit's layout), instead of one product on the union grid in the 8 fitted flavours;
-* covariance: per-member dense whitening factors (the engine's previous scheme), or per-member
-  Cholesky solves every step, instead of the shared/complement scheme of ``model/_chi2.py``;
-  diagonal blocks as dense factors instead of vectors;
+* covariance: the blocks as dense matrices only (the shared/complement scheme of
+  ``model/_chi2.py``, without the systematics), per-member dense whitening factors (the scheme
+  before it), or per-member Cholesky solves every step, instead of the nuisance way over the
+  systematics;
 * integration grid: 32 or 192 Gauss-Legendre nodes instead of 64, with the sum-rule error;
 * validation pass: a second forward pass for validation (n3fit's separate validation model)
   instead of reading every category's χ² off the training pass.
@@ -239,9 +240,14 @@ class Loop:
         self.state["chi2"].numpy()
 
 
-def make_model(cls, ensemble: Ensemble, dtype=tf.float32, quadrature=None) -> EnsembleModel:
+def make_model(
+    cls, ensemble: Ensemble, dtype=tf.float32, quadrature=None, systematics: bool = True
+) -> EnsembleModel:
+    problem = ensemble.problem
+    if not systematics:  # the covariance as dense blocks only
+        problem = dataclasses.replace(problem, systematics=None)
     return cls(
-        ensemble.problem,
+        problem,
         ensemble.inputs,
         ensemble.card.architecture.activations,
         dtype=dtype,
@@ -307,6 +313,7 @@ def main() -> None:
         "float64": variant("precision", dtype=tf.float64),
         "one product per dataset grid": variant("FK layout", PerDatasetFK),
         "14 flavours, zero-padded": variant("FK layout", FourteenFlavourFK),
+        "dense blocks, no systematics": variant("covariance", systematics=False),
         "per-member dense factors": variant("covariance", DenseMemberFactors),
         "Cholesky solves every step": variant("covariance", CholeskySolves),
         "32 quadrature nodes": variant("integration grid", quadrature=sum_rule_quadrature(16)),

@@ -15,12 +15,21 @@ members' factors fit in cache, as for small ensembles, the direct way throughout
   a t × s mat-vec per member (3n²/16 instead of n² for the training factor) and one GEMM
   with the shared (n, n) Gᵀ (compute-bound). The sum of squares is evaluated at the
   minimiser, where an error δy in y* changes χ² only at second order (δyᵀ K⁻¹ δy,
-  K = C_TT − B C_ST).
+  K = C_TT − B C_ST); for the same reason (the envelope theorem: ∂/∂y vanishes there) the
+  gradient need not flow through y*, which spares the mat-vec's backward pass.
 
   y* = B r_S rather than −K (C⁻¹ r̃)_T (K per member, t × t, and a second shared GEMM):
   C⁻¹ r̃ and K are huge and cancel to an O(r) y*, so in float32 their rounding alone leaves
   χ² wrong by orders of magnitude on a block with cond(C) ~ 1e9; B is O(1) and stays
   within float32 rounding of the direct way.
+
+Blocks whose covariance is known as diag(σ²) + S Sᵀ with few systematics (k ≤ n/4 columns
+of S) skip both: with w = r/σ and S̃ = S/σ, χ²_S = min_λ |w_S − S̃_S λ|² + |λ|², whose
+minimiser λ* = K⁻¹ S̃_Sᵀ w_S, K = I + S̃_Sᵀ S̃_S, needs per member only the k × k K⁻¹ (kept
+in float64: K is stiff when a systematic dwarfs the statistical errors, and a float32 K⁻¹
+would spoil χ² by ~ε² cond(K)³), and two thin products with the shared S̃. As above, χ² is a
+sum of squares at a minimiser, so rounding in λ* enters at second order only, and the
+gradient skips λ*: backward is elementwise.
 
 Diagonal blocks are 1/σ per point and a one-hot category per member. Members never couple:
 the shared matrices are constants and every product acts on one member's row.
@@ -28,6 +37,7 @@ the shared matrices are constants and every product acts on one member's row.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +53,10 @@ CACHE_BYTES = 16 * 2**20
 # mat-vec streaming per-member matrices from memory (FLOP/s ratio on CPUs).
 GEMM_ADVANTAGE = 8.0
 SCHEMES = ("auto", "direct", "complement")
+# A block with systematics takes the nuisance way when they are at most this share of its
+# points: per member it then streams 2 categories × k² float64, no more than the dense ways'
+# ~n²/4 float32.
+NUISANCE_MAX_RANK_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -78,8 +92,8 @@ class DenseBlock:
         total = sum(4 * term.factors.shape[-1] ** 2 for term in self.direct)
         for term in self.complement:
             t, s = term.regression.shape[1:]
-            # u Gᵀ and the t × s mat-vec, each 2·size FLOPs forward and as many backward.
-            total += 4 * n * n + 4 * t * s
+            # u Gᵀ, 2n² FLOPs forward and as many backward; the t × s mat-vec forward only.
+            total += 4 * n * n + 2 * t * s
         return float(total)
 
 
@@ -97,10 +111,29 @@ class DiagonalRun:
 
 
 @dataclass(frozen=True)
+class NuisanceBlock:
+    """χ² per category of a block with few systematics, as the minimum over nuisances λ."""
+
+    start: int
+    stop: int
+    inverse_sigma: np.ndarray  # (n,) 1/σ
+    scaled_systematics: np.ndarray  # (n, k) S̃ = S/σ
+    categories: tuple[int, ...]  # the categories with points in the block
+    onehot: np.ndarray  # (M, n, C) each member's category among those
+    kernel_inverse: np.ndarray  # (C, M, k, k) K⁻¹ = (I + S̃_Sᵀ S̃_S)⁻¹
+
+    def flops(self) -> float:
+        n, k = self.scaled_systematics.shape
+        # S̃ᵀw and S̃λ, 2nk each over the categories' points, and K⁻¹u, 2k² per category;
+        # forward only (the gradient skips the minimiser).
+        return float(4 * n * k + 2 * len(self.categories) * k * k)
+
+
+@dataclass(frozen=True)
 class Whitening:
     """Everything χ² per category needs, in float64 numpy: segments covering 0..N in order."""
 
-    segments: tuple[DiagonalRun | DenseBlock, ...]
+    segments: tuple[DiagonalRun | DenseBlock | NuisanceBlock, ...]
     points_per_category: np.ndarray  # (M, 3)
 
     def flops(self) -> float:
@@ -114,20 +147,28 @@ def whitening(
     categories: np.ndarray,
     scheme: str = "auto",
     cache_bytes: float = CACHE_BYTES,
+    systematics: Sequence[np.ndarray] | None = None,
 ) -> Whitening:
     """Set-up for χ² per category of members with categories (M, N) over covmat's blocks.
 
-    scheme "auto" picks per block, category and member the cheaper way; "direct" and
-    "complement" force one way for every member (for tests).
+    systematics: per block, its correlated systematics S (n, k) with the block of covmat
+    = diag(σ²) + S Sᵀ; blocks with few take the nuisance way. For the dense blocks, scheme
+    "auto" picks per block, category and member the cheaper way; "direct" and "complement"
+    force one way for every member (for tests).
     """
     if scheme not in SCHEMES:
         raise ValueError(f"unknown whitening scheme {scheme!r}, not one of {SCHEMES}")
     members = categories.shape[0]
     onehot = np.eye(N_CATEGORIES)[categories]  # (M, N, 3)
-    if scheme == "auto" and _direct_bytes(covmat, blocks, onehot) <= cache_bytes:
+    by_nuisance = _nuisance_blocks(covmat, blocks, systematics)
+    dense_blocks = tuple(b for i, b in enumerate(blocks) if i not in by_nuisance)
+    if scheme == "auto" and _direct_bytes(covmat, dense_blocks, onehot) <= cache_bytes:
         scheme = "direct"
-    segments: list[DiagonalRun | DenseBlock] = []
-    for block in blocks:
+    segments: list[DiagonalRun | DenseBlock | NuisanceBlock] = []
+    for index, block in enumerate(blocks):
+        if index in by_nuisance:
+            segments.append(_nuisance(covmat, block, systematics[index], categories))
+            continue
         cov = covmat[block, block]
         n = cov.shape[0]
         if _is_diagonal(cov):
@@ -153,6 +194,46 @@ def whitening(
             DenseBlock(block.start, block.stop, whitening_t, tuple(direct), tuple(complement))
         )
     return Whitening(tuple(segments), onehot.sum(axis=1))
+
+
+def _nuisance_blocks(
+    covmat: np.ndarray, blocks: tuple[slice, ...], systematics: Sequence[np.ndarray] | None
+) -> set[int]:
+    """Indices of the blocks that take the nuisance way."""
+    if systematics is None:
+        return set()
+    if len(systematics) != len(blocks):
+        raise ValueError(f"{len(systematics)} systematics matrices for {len(blocks)} blocks")
+    chosen = set()
+    for index, (block, columns) in enumerate(zip(blocks, systematics, strict=True)):
+        n = block.stop - block.start
+        if columns.shape[0] != n:
+            raise ValueError(f"systematics of block {index} have {columns.shape[0]} rows, not {n}")
+        rank = columns.shape[1]
+        if 0 < rank <= NUISANCE_MAX_RANK_SHARE * n and not _is_diagonal(covmat[block, block]):
+            chosen.add(index)
+    return chosen
+
+
+def _nuisance(
+    covmat: np.ndarray, block: slice, systematics: np.ndarray, categories: np.ndarray
+) -> NuisanceBlock:
+    """σ, S̃ and categories of the block, and each member's K⁻¹ per category."""
+    variance = np.diag(covmat[block, block]) - np.sum(systematics * systematics, axis=1)
+    if not np.all(variance > 0.0):
+        raise ValueError("systematics leave a non-positive uncorrelated variance")
+    inverse_sigma = 1.0 / np.sqrt(variance)
+    scaled = systematics * inverse_sigma[:, None]
+    onehot = np.eye(N_CATEGORIES)[categories[:, block]]
+    present = tuple(c for c in range(N_CATEGORIES) if onehot[..., c].any())
+    onehot = onehot[..., present]
+    k = scaled.shape[1]
+    kernel = np.eye(k) + np.einsum("mnc,nk,nl->cmkl", onehot, scaled, scaled, optimize=True)
+    identity = tf.eye(k, batch_shape=kernel.shape[:-2], dtype=tf.float64)
+    kernel_inverse = tf.linalg.cholesky_solve(_cholesky(kernel), identity).numpy()
+    return NuisanceBlock(
+        block.start, block.stop, inverse_sigma, scaled, present, onehot, kernel_inverse
+    )
 
 
 def _is_diagonal(cov: np.ndarray) -> bool:
@@ -264,8 +345,20 @@ class Chi2:
         def index(value: np.ndarray) -> tf.Tensor:
             return tf.constant(value, dtype=tf.int32)
 
-        self._segments: list[tuple] = []
+        self._dtype = dtype
+        self._segments: list[tuple | None] = []
         for segment in setup.segments:
+            if isinstance(segment, NuisanceBlock):
+                self._segments.append(
+                    (
+                        constant(segment.inverse_sigma),
+                        constant(segment.scaled_systematics),
+                        segment.categories,
+                        constant(segment.onehot),
+                        tf.constant(segment.kernel_inverse, tf.float64),
+                    )
+                )
+                continue
             if isinstance(segment, DiagonalRun):
                 self._segments.append((constant(segment.inverse_sigma), constant(segment.onehot)))
                 continue
@@ -291,6 +384,10 @@ class Chi2:
         terms: list[list[tf.Tensor]] = [[] for _ in range(N_CATEGORIES)]
         diagonal: list[tf.Tensor] = []
         for piece, segment in zip(pieces, self._segments, strict=True):
+            if len(segment) == 5:
+                for category, chi2 in self._nuisance(piece, *segment):
+                    terms[category].append(chi2)
+                continue
             if len(segment) == 2:
                 inverse_sigma, onehot = segment
                 diagonal.append(tf.einsum("mn,mnc->mc", tf.square(piece * inverse_sigma), onehot))
@@ -304,14 +401,36 @@ class Chi2:
                 completed = piece * mask
                 if regression.shape[1] and regression.shape[2]:
                     # r_S completed on T by its conditional mean; padding of y* is zero.
-                    part = tf.gather(piece, indices, batch_dims=1)
-                    mean = tf.einsum("mts,ms->mt", regression, part)
+                    part = tf.stop_gradient(tf.gather(piece, indices, batch_dims=1))
+                    mean = tf.einsum("mts,ms->mt", regression, part)  # the minimiser
                     completed = tf.tensor_scatter_nd_add(completed, targets, mean)
                 whitened = completed @ whitening_t
                 terms[category].append(tf.reduce_sum(tf.square(whitened), axis=1))
         zero = tf.zeros_like(residuals[:, 0])
         chi2 = tf.stack([tf.add_n(t) if t else zero for t in terms], axis=1)
         return tf.add_n([chi2, *diagonal]) if diagonal else chi2
+
+    def _nuisance(
+        self,
+        piece: tf.Tensor,
+        inverse_sigma: tf.Tensor,
+        scaled: tf.Tensor,
+        categories: tuple[int, ...],
+        onehot: tf.Tensor,
+        kernel_inverse: tf.Tensor,
+    ) -> list[tuple[int, tf.Tensor]]:
+        """χ² of each category: |w − S̃λ*|² over the category's points + |λ*|²."""
+        whitened = piece * inverse_sigma  # (M, n)
+        fixed = tf.stop_gradient(whitened)  # the minimiser: no gradient needed (see above)
+        pulls = tf.einsum("mnc,nk->cmk", fixed[..., None] * onehot, scaled)
+        # k is small: a broadcast product, not many tiny mat-vecs
+        nuisance = tf.reduce_sum(kernel_inverse * tf.cast(pulls, tf.float64)[..., None, :], -1)
+        nuisance = tf.cast(nuisance, self._dtype)
+        fits = tf.einsum("cmk,nk->mnc", nuisance, scaled)
+        misfit = whitened - tf.reduce_sum(fits * onehot, axis=-1)  # each point: own category
+        chi2 = tf.einsum("mn,mnc->cm", tf.square(misfit), onehot)
+        chi2 += tf.reduce_sum(tf.square(nuisance), axis=2)
+        return [(category, chi2[c]) for c, category in enumerate(categories)]
 
 
 def _with_member(indices: np.ndarray) -> np.ndarray:

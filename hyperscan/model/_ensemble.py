@@ -86,7 +86,13 @@ class EnsembleModel:
             else None
         )
         self._data = self._constant(members.data)
-        setup = whitening(problem.covmat, problem.blocks(), members.categories)
+        blocks = problem.blocks()
+        systematics = (
+            None
+            if problem.systematics is None
+            else [problem.block_systematics(block) for block in blocks]
+        )
+        setup = whitening(problem.covmat, blocks, members.categories, systematics=systematics)
         self._chi2 = Chi2(setup, dtype)
         self.points_per_category = setup.points_per_category  # (M, 3)
 

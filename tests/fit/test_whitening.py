@@ -1,4 +1,4 @@
-"""χ² per category by the direct and the complement ways: exact, stable, members uncoupled."""
+"""χ² per category by the direct, complement and nuisance ways: exact, stable, members uncoupled."""
 
 from __future__ import annotations
 
@@ -7,27 +7,28 @@ import pytest
 import tensorflow as tf
 
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION
-from hyperscan.model._chi2 import Chi2, DenseBlock, whitening
+from hyperscan.model._chi2 import Chi2, DenseBlock, NuisanceBlock, whitening
 
 SCHEMES = ("direct", "complement", "auto")
-
-
-def _spd(rng: np.random.Generator, n: int) -> np.ndarray:
-    a = rng.standard_normal((n, n + 3))
-    return a @ a.T / n + 0.05 * np.eye(n)
+# The dense schemes, and "nuisance": systematics given, the blocks with few take that way.
+WAYS = (*SCHEMES, "nuisance")
 
 
 def _problem(rng: np.random.Generator, members: int = 12):
-    """Dense blocks of 40, 9 and 23 points around a diagonal block of 6, and categories with
-    a 75 % training split, members holding a whole block out, one member all training, one all
+    """Blocks of 40, 9 and 23 points, each diag(σ²) + S Sᵀ with 6, 2 and 9 systematics (the
+    last too many for the nuisance way), around a diagonal block of 6; categories with a 75 %
+    training split, members holding a whole block out, one member all training, one all
     validation, one all held-out, and one with the three categories at random."""
-    sizes, dense = (40, 6, 9, 23), (True, False, True, True)
+    sizes, ranks = (40, 6, 9, 23), (6, 0, 2, 9)
     covmat = np.zeros((sum(sizes), sum(sizes)))
-    blocks, start = [], 0
-    for n, is_dense in zip(sizes, dense, strict=True):
+    blocks, systematics, start = [], [], 0
+    for n, rank in zip(sizes, ranks, strict=True):
         block = slice(start, start + n)
-        covmat[block, block] = _spd(rng, n) if is_dense else np.diag(rng.uniform(0.3, 3.0, n))
+        sigma = rng.uniform(0.5, 2.0, n)
+        columns = rng.standard_normal((n, rank)) * sigma[:, None]
+        covmat[block, block] = np.diag(sigma**2) + columns @ columns.T
         blocks.append(block)
+        systematics.append(columns)
         start += n
     points = covmat.shape[0]
     categories = np.where(rng.random((members, points)) < 0.75, TRAINING, VALIDATION)
@@ -37,7 +38,13 @@ def _problem(rng: np.random.Generator, members: int = 12):
     categories[8] = VALIDATION
     categories[9] = HELD_OUT
     categories[10] = rng.integers(0, 3, points)
-    return covmat, tuple(blocks), categories
+    return covmat, tuple(blocks), categories, systematics
+
+
+def _setup(way, covmat, blocks, categories, systematics):
+    if way == "nuisance":
+        return whitening(covmat, blocks, categories, cache_bytes=0, systematics=systematics)
+    return whitening(covmat, blocks, categories, way, cache_bytes=0)
 
 
 def _reference(covmat, blocks, categories, residuals):
@@ -70,7 +77,7 @@ def _chi2_and_gradient(setup, residuals, dtype):
 
 
 def test_auto_mixes_both_ways_within_a_category():
-    covmat, blocks, categories = _problem(np.random.default_rng(0))
+    covmat, blocks, categories, _ = _problem(np.random.default_rng(0))
     # As if the members' factors did not fit in cache (they do for any test-sized problem).
     setup = whitening(covmat, blocks, categories, cache_bytes=0)
     dense = [s for s in setup.segments if isinstance(s, DenseBlock)]
@@ -85,12 +92,22 @@ def test_auto_mixes_both_ways_within_a_category():
     np.testing.assert_array_equal(setup.points_per_category, np.eye(3)[categories].sum(axis=1))
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_chi2_and_gradient_equal_the_solve(scheme):
+def test_nuisance_way_for_blocks_with_few_systematics_only():
+    covmat, blocks, categories, systematics = _problem(np.random.default_rng(0))
+    setup = _setup("nuisance", covmat, blocks, categories, systematics)
+    kinds = [type(segment).__name__ for segment in setup.segments]
+    assert kinds == ["NuisanceBlock", "DiagonalRun", "NuisanceBlock", "DenseBlock"]
+    nuisance = [setup.segments[0], setup.segments[2]]
+    assert [block.scaled_systematics.shape for block in nuisance] == [(40, 6), (9, 2)]
+    assert all(block.categories == (TRAINING, VALIDATION, HELD_OUT) for block in nuisance)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_chi2_and_gradient_equal_the_solve(way):
     rng = np.random.default_rng(1)
-    covmat, blocks, categories = _problem(rng)
+    covmat, blocks, categories, systematics = _problem(rng)
     residuals = rng.standard_normal((categories.shape[0], covmat.shape[0]))
-    setup = whitening(covmat, blocks, categories, scheme, cache_bytes=0)
+    setup = _setup(way, covmat, blocks, categories, systematics)
     chi2, gradient = _chi2_and_gradient(setup, residuals, tf.float64)
     expected, expected_gradient = _reference(covmat, blocks, categories, residuals)
     empty = expected == 0
@@ -102,8 +119,8 @@ def test_chi2_and_gradient_equal_the_solve(scheme):
         assert np.all(np.abs(gradient[c] - expected_gradient[c]) <= 1e-8 * scale)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
-def test_ill_conditioned_block_in_float32(scheme):
+@pytest.mark.parametrize("way", WAYS)
+def test_ill_conditioned_block_in_float32(way):
     """cond ~1e9 like BCDMS: small uncorrelated errors under large correlated systematics;
     residuals as a fit leaves them (drawn from the covariance) and generic ones."""
     rng = np.random.default_rng(2)
@@ -120,7 +137,8 @@ def test_ill_conditioned_block_in_float32(scheme):
             rng.standard_normal((members // 2, n)) * sigma,
         ]
     )
-    setup = whitening(covmat, (slice(0, n),), categories, scheme, cache_bytes=0)
+    setup = _setup(way, covmat, (slice(0, n),), categories, [systematics])
+    assert isinstance(setup.segments[0], NuisanceBlock) == (way == "nuisance")
     chi2 = Chi2(setup, tf.float32)(tf.constant(residuals, tf.float32)).numpy()
     expected, _ = _reference(covmat, (slice(0, n),), categories, residuals)
     np.testing.assert_allclose(chi2[:, :2], expected[:, :2], rtol=1e-3)
@@ -128,10 +146,11 @@ def test_ill_conditioned_block_in_float32(scheme):
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
 @pytest.mark.parametrize("jit", [False, True])
-def test_members_never_couple(dtype, jit):
+@pytest.mark.parametrize("way", ["auto", "nuisance"])
+def test_members_never_couple(dtype, jit, way):
     rng = np.random.default_rng(3)
-    covmat, blocks, categories = _problem(rng)
-    chi2_of = Chi2(whitening(covmat, blocks, categories, cache_bytes=0), dtype)
+    covmat, blocks, categories, systematics = _problem(rng)
+    chi2_of = Chi2(_setup(way, covmat, blocks, categories, systematics), dtype)
 
     @tf.function(jit_compile=jit)
     def value_and_gradient(r):
