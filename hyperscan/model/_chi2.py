@@ -346,7 +346,7 @@ class Chi2:
             return tf.constant(value, dtype=tf.int32)
 
         self._dtype = dtype
-        self._segments: list[tuple | None] = []
+        self._segments: list[tuple] = []
         for segment in setup.segments:
             if isinstance(segment, NuisanceBlock):
                 self._segments.append(
