@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from hyperscan.model import HELD_OUT, TRAINING, VALIDATION
+from hyperscan.fit import build_members, load_problem, replica_specs
+from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.model._chi2 import Chi2, DenseBlock, NuisanceBlock, whitening
 
 SCHEMES = ("direct", "complement", "auto")
@@ -169,3 +172,26 @@ def test_members_never_couple(dtype, jit, way):
         for result, expected in zip(results, reference, strict=True):
             np.testing.assert_array_equal(np.delete(result, 1, axis=0), np.delete(expected, 1, 0))
             assert not np.array_equal(result[1], expected[1])
+
+
+def test_model_with_and_without_systematics_agree(make_card):
+    """The closure problem's systematics reach the model, which then takes the nuisance way
+    for its blocks, and χ² and its gradient per member are the dense way's."""
+    card = make_card(data={"closure": {"size": "small", "level": 1, "seed": 3}})
+    problem = load_problem(card)
+    inputs, params = build_members(card, problem, replica_specs(card))
+    weights = [tf.constant(p, tf.float64) for p in params]
+    results = []
+    for setting in (problem, dataclasses.replace(problem, systematics=None)):
+        model = EnsembleModel(setting, inputs, card.architecture.activations, tf.float64)
+        with tf.GradientTape() as tape:
+            tape.watch(weights)
+            chi2 = model.observables(weights).chi2
+            total = tf.reduce_sum(chi2[:, TRAINING])
+        gradients = [g.numpy() for g in tape.gradient(total, weights)]
+        results.append((chi2.numpy(), gradients, model.whitening_flops()))
+    (chi2, gradients, flops), (expected, expected_gradients, dense_flops) = results
+    assert flops < dense_flops / 4  # the nuisance way was taken
+    np.testing.assert_allclose(chi2, expected, rtol=1e-10)
+    for gradient, expected_gradient in zip(gradients, expected_gradients, strict=True):
+        np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-8, atol=1e-12)
