@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from _datasets import random_dataset
 
 from hyperscan.data import (
     STANDARD_XGRID,
@@ -18,21 +19,8 @@ from hyperscan.data import (
 )
 
 
-def _dataset(name: str, n: int, key: int) -> Dataset:
-    grid = np.array(STANDARD_XGRID[-10:])
-    rng = np.random.default_rng(key)
-    return Dataset(
-        name=name,
-        process="DIS_NC",
-        fk=rng.normal(size=(n, 14, grid.size)),
-        xgrid=grid,
-        central=rng.normal(size=n),
-        kinematics=np.column_stack([np.full(n, 0.5), np.full(n, 10.0), np.full(n, np.nan)]),
-    )
-
-
 def _three_sets_with_0_and_2_correlated() -> Problem:
-    ds = (_dataset("A", 3, 1), _dataset("B", 2, 2), _dataset("C", 4, 3))
+    ds = (random_dataset("A", 3, 1), random_dataset("B", 2, 2), random_dataset("C", 4, 3))
     n = 9
     cov = np.diag(np.arange(1.0, n + 1))
     cov[0, 5] = cov[5, 0] = 0.3  # A <-> C
@@ -53,7 +41,7 @@ def test_correlated_datasets_are_made_adjacent():
 
 
 def test_validation_errors():
-    d = _dataset("A", 3, 1)
+    d = random_dataset("A", 3, 1)
     with pytest.raises(ValueError, match="covmat must have shape"):
         Problem((d,), np.eye(4))
     asym = np.eye(3)
@@ -179,7 +167,7 @@ def test_fingerprint_stable_and_sensitive(closure):
 
 
 def test_fingerprint_ignores_signed_zero_and_nan_payload():
-    d = _dataset("A", 2, 1)
+    d = random_dataset("A", 2, 1)
     kin = np.array(d.kinematics)
     kin[:, 2] = -np.nan
     cov = np.eye(2)

@@ -7,13 +7,10 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from _datasets import random_dataset
 
-from hyperscan.data import CLOSURE_SIZES, STANDARD_XGRID, Dataset, Problem
-from hyperscan.data._real import (
-    experimental_covariance,
-    load_real_dataset,
-    real_problem,
-)
+from hyperscan.data import CLOSURE_SIZES, Dataset, Problem
+from hyperscan.data._real import experimental_covariance, load_real_dataset, real_problem
 
 
 def _check_factorisation(p: Problem) -> None:
@@ -90,22 +87,9 @@ def test_experimental_covariance_factorises() -> None:
 
 
 # --- hand-made problems ---------------------------------------------------------------------
-def _dataset(name: str, n: int, key: int) -> Dataset:
-    grid = np.array(STANDARD_XGRID[-10:])
-    rng = np.random.default_rng(key)
-    return Dataset(
-        name=name,
-        process="DIS_NC",
-        fk=rng.normal(size=(n, 14, grid.size)),
-        xgrid=grid,
-        central=rng.normal(size=n),
-        kinematics=np.column_stack([np.full(n, 0.5), np.full(n, 10.0), np.full(n, np.nan)]),
-    )
-
-
 def _a_b_c() -> tuple[tuple[Dataset, ...], np.ndarray, np.ndarray]:
     """A (3), B (2), C (4); column 0 spans A and C, column 1 is B's, column 2 is zero."""
-    ds = (_dataset("A", 3, 1), _dataset("B", 2, 2), _dataset("C", 4, 3))
+    ds = (random_dataset("A", 3, 1), random_dataset("B", 2, 2), random_dataset("C", 4, 3))
     s = np.zeros((9, 4))
     s[[0, 1, 2, 5, 6, 7, 8], 0] = [0.5, 0.4, 0.3, 0.2, 0.1, 0.6, 0.7]  # A <-> C
     s[[3, 4], 1] = [0.8, 0.9]  # B
