@@ -147,12 +147,13 @@ def whitening(
     categories: np.ndarray,
     scheme: str = "auto",
     cache_bytes: float = CACHE_BYTES,
-    systematics: Sequence[np.ndarray] | None = None,
+    systematics: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> Whitening:
     """Set-up for χ² per category of members with categories (M, N) over covmat's blocks.
 
-    systematics: per block, its correlated systematics S (n, k) with the block of covmat
-    = diag(σ²) + S Sᵀ; blocks with few take the nuisance way. For the dense blocks, scheme
+    systematics: per block, its uncorrelated variance σ² (n,) and correlated systematics
+    S (n, k) with the block of covmat = diag(σ²) + S Sᵀ (as the Problem holds them); blocks
+    with few take the nuisance way. For the dense blocks, scheme
     "auto" picks per block, category and member the cheaper way; "direct" and "complement"
     force one way for every member (for tests).
     """
@@ -167,7 +168,7 @@ def whitening(
     segments: list[DiagonalRun | DenseBlock | NuisanceBlock] = []
     for index, block in enumerate(blocks):
         if index in by_nuisance:
-            segments.append(_nuisance(covmat, block, systematics[index], categories))
+            segments.append(_nuisance(block, *systematics[index], categories))
             continue
         cov = covmat[block, block]
         n = cov.shape[0]
@@ -197,7 +198,9 @@ def whitening(
 
 
 def _nuisance_blocks(
-    covmat: np.ndarray, blocks: tuple[slice, ...], systematics: Sequence[np.ndarray] | None
+    covmat: np.ndarray,
+    blocks: tuple[slice, ...],
+    systematics: Sequence[tuple[np.ndarray, np.ndarray]] | None,
 ) -> set[int]:
     """Indices of the blocks that take the nuisance way."""
     if systematics is None:
@@ -205,7 +208,7 @@ def _nuisance_blocks(
     if len(systematics) != len(blocks):
         raise ValueError(f"{len(systematics)} systematics matrices for {len(blocks)} blocks")
     chosen = set()
-    for index, (block, columns) in enumerate(zip(blocks, systematics, strict=True)):
+    for index, (block, (_, columns)) in enumerate(zip(blocks, systematics, strict=True)):
         n = block.stop - block.start
         if columns.shape[0] != n:
             raise ValueError(f"systematics of block {index} have {columns.shape[0]} rows, not {n}")
@@ -216,12 +219,9 @@ def _nuisance_blocks(
 
 
 def _nuisance(
-    covmat: np.ndarray, block: slice, systematics: np.ndarray, categories: np.ndarray
+    block: slice, variance: np.ndarray, systematics: np.ndarray, categories: np.ndarray
 ) -> NuisanceBlock:
     """σ, S̃ and categories of the block, and each member's K⁻¹ per category."""
-    variance = np.diag(covmat[block, block]) - np.sum(systematics * systematics, axis=1)
-    if not np.all(variance > 0.0):
-        raise ValueError("systematics leave a non-positive uncorrelated variance")
     inverse_sigma = 1.0 / np.sqrt(variance)
     scaled = systematics * inverse_sigma[:, None]
     onehot = np.eye(N_CATEGORIES)[categories[:, block]]

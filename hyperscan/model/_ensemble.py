@@ -90,7 +90,10 @@ class EnsembleModel:
         systematics = (
             None
             if problem.systematics is None
-            else [problem.block_systematics(block) for block in blocks]
+            else [
+                (problem.uncorrelated_variance[block], problem.block_systematics(block))
+                for block in blocks
+            ]
         )
         setup = whitening(problem.covmat, blocks, members.categories, systematics=systematics)
         self._chi2 = Chi2(setup, dtype)

@@ -31,7 +31,7 @@ def _problem(rng: np.random.Generator, members: int = 12):
         columns = rng.standard_normal((n, rank)) * sigma[:, None]
         covmat[block, block] = np.diag(sigma**2) + columns @ columns.T
         blocks.append(block)
-        systematics.append(columns)
+        systematics.append((sigma**2, columns))
         start += n
     points = covmat.shape[0]
     categories = np.where(rng.random((members, points)) < 0.75, TRAINING, VALIDATION)
@@ -140,7 +140,8 @@ def test_ill_conditioned_block_in_float32(way):
             rng.standard_normal((members // 2, n)) * sigma,
         ]
     )
-    setup = _setup(way, covmat, (slice(0, n),), categories, [systematics])
+    factors = [((sigma * 2e-2) ** 2, systematics)]
+    setup = _setup(way, covmat, (slice(0, n),), categories, factors)
     assert isinstance(setup.segments[0], NuisanceBlock) == (way == "nuisance")
     chi2 = Chi2(setup, tf.float32)(tf.constant(residuals, tf.float32)).numpy()
     expected, _ = _reference(covmat, (slice(0, n),), categories, residuals)
