@@ -232,12 +232,10 @@ class Loop:
     def __init__(self, model: EnsembleModel, ensemble: Ensemble, jit: bool = True) -> None:
         settings = trainer_settings(ensemble.card, model.n_members)
         self.trainer = Trainer(model, dataclasses.replace(settings, jit=jit), ensemble.params)
-        self.state = self.trainer._state
         self.call(1)
 
     def call(self, steps: int) -> None:
-        self.state = self.trainer._run_steps(self.state, tf.constant(steps, tf.int32))
-        self.state["chi2"].numpy()
+        self.trainer.advance(steps)
 
 
 def make_model(

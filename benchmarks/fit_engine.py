@@ -151,27 +151,25 @@ class Samples:
 
 
 class Loop:
-    """`Trainer._run_steps` called as `Trainer.run` calls it: state threaded through, χ² and
-    status fetched after each call. The first call (one step) traces and compiles.
+    """`Trainer.advance` called as `Trainer.run` calls it: K steps per call, then χ² and status
+    fetched. The first call (one step) traces and compiles.
     """
 
     def __init__(self, setup: Setup, jit: bool = True) -> None:
         settings = dataclasses.replace(setup.settings, jit=jit)
         self.trainer = Trainer(setup.model, settings, setup.params)
-        self.state = self.trainer._state
-        self.call(1)
-        self.first_step_params = [p.numpy() for p in self.state["params"]]
-        self.first_step_running = self.state["status"].numpy() == RUNNING
+        self.report = self.trainer.advance(1)
+        self.first_step_params = [p.numpy() for p in self.trainer.state["params"]]
+        self.first_step_running = self.report.status == RUNNING
 
     def call(self, steps: int) -> None:
-        self.state = self.trainer._run_steps(self.state, tf.constant(steps, tf.int32))
-        self.state["chi2"].numpy(), self.state["status"].numpy()  # the sync Trainer.run does
+        self.report = self.trainer.advance(steps)
 
     def diverged(self) -> int:
         """Members frozen by divergence: still computed, so the timing holds, unless all are."""
         if self.trainer._run_steps.experimental_get_tracing_count() != 1:
             raise RuntimeError("the loop retraced while timed: the timing includes tracing")
-        status = self.state["status"].numpy()
+        status = self.report.status
         if np.any(status == STOPPED):
             raise RuntimeError("a member stopped while timing: patience should prevent that")
         if not np.any(status == RUNNING):
@@ -503,7 +501,7 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
         "+ preprocessing, sum rules": _compiled_loop(_descend(pdf), params, steps),
         "+ FK contraction": _compiled_loop(_descend(fk), params, steps),
         "+ whitening, chi2, positivity": _compiled_loop(_descend(full), params, steps),
-        "+ Nadam, clipping, stopping": _compiled_loop(trainer._step, trainer._state, steps),
+        "+ Nadam, clipping, stopping": _compiled_loop(trainer._step, trainer.state, steps),
         "FK contraction alone": _compiled_loop(fk_alone, flat, steps),
         "whitening + chi2 alone": _compiled_loop(whitening, residuals, steps),
     }
@@ -545,9 +543,9 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup]) -> None:
 def loop_kernels(loop: Loop) -> int | None:
     """Kernels XLA launches per step: instructions of the while body that do work."""
     try:
-        hlo = loop.trainer._run_steps.experimental_get_compiler_ir(
-            loop.state, tf.constant(1, tf.int32)
-        )(stage="optimized_hlo")
+        hlo = loop.trainer._run_steps.experimental_get_compiler_ir(tf.constant(1, tf.int32))(
+            stage="optimized_hlo"
+        )
     except Exception:  # informational only: the IR API is experimental
         return None
     bodies = [c for c in re.split(r"\n(?=\S)", hlo) if "body" in c.split("\n", 1)[0]]
@@ -767,7 +765,7 @@ def main() -> None:
     idle = Loop(tiny)
     call = median_seconds(lambda: idle.call(0), 10 * plan.repeats)
     print(
-        f"    of which the host's share: a call running no step (dispatch, state nest, sync) "
+        f"    of which the host's share: a call running no step (dispatch, sync) "
         f"takes {fmt_time(call)}, i.e. {fmt_time(call / TINY_STEPS_PER_CALL[0])} per step at "
         f"K={TINY_STEPS_PER_CALL[0]}"
     )

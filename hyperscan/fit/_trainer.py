@@ -73,7 +73,9 @@ class Trainer:
     The state (parameters, optimiser moments, λ, stopping counters, best-weight snapshots)
     is a nest of (M, ...) tensors threaded through a `tf.while_loop`; frozen members (stopped
     or diverged) keep their values through `tf.where`, so a member's trajectory is exactly
-    what it would be if it were fitted alone.
+    what it would be if it were fitted alone. Between calls the state stays on the device in
+    variables updated in place: a call passes only K in and the sync's χ² and status out, not
+    the ~40 tensors of the state both ways.
     """
 
     def __init__(
@@ -96,7 +98,7 @@ class Trainer:
         )
         params = [tf.constant(p, dtype) for p in initial_params]
         members = model.n_members
-        self._state = {
+        initial_state = {
             "step": tf.constant(0, tf.int32),
             "params": params,
             "optimizer": self._optimizer.init(params),
@@ -112,17 +114,39 @@ class Trainer:
             "best_params": list(params),
             "chi2": tf.zeros([members, 3], dtype),
         }
+        self._variables = tf.nest.map_structure(
+            lambda value: tf.Variable(value, trainable=False), initial_state
+        )
         self._run_steps = tf.function(self._steps, jit_compile=settings.jit)
 
-    def _steps(self, state: dict, n_steps: tf.Tensor) -> dict:
+    @property
+    def state(self) -> dict:
+        """The current state as a nest of tensors (a snapshot, not the variables)."""
+        return tf.nest.map_structure(tf.convert_to_tensor, self._variables)
+
+    def _steps(self, n_steps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         def running(i, s):
             return tf.logical_and(i < n_steps, tf.reduce_any(s["status"] == RUNNING))
 
         def body(i, s):
             return i + 1, self._step(s)
 
-        _, state = tf.while_loop(running, body, (tf.constant(0), state))
-        return state
+        _, state = tf.while_loop(running, body, (tf.constant(0), self.state))
+        tf.nest.map_structure(
+            lambda variable, value: variable.assign(value), self._variables, state
+        )
+        return state["step"], state["chi2"], state["status"]
+
+    def advance(self, n_steps: int) -> SyncReport:
+        """Run up to `n_steps` steps in one device call (fewer if every member stops)."""
+        step, chi2, status = self._run_steps(tf.constant(n_steps, tf.int32))
+        chi2 = chi2.numpy()
+        return SyncReport(
+            step=int(step),
+            chi2=chi2,
+            chi2_per_point=chi2 / np.maximum(self.model.points_per_category, 1),
+            status=status.numpy(),
+        )
 
     def _step(self, s: dict) -> dict:
         cfg = self.settings
@@ -214,39 +238,31 @@ class Trainer:
         (the scan service prunes trials this way).
         """
         cfg = self.settings
-        state = self._state
         history: list[SyncReport] = []
         interrupted = False
-        points = self.model.points_per_category
-        while int(state["step"]) < cfg.epochs:
-            n_steps = min(cfg.steps_per_call, cfg.epochs - int(state["step"]))
-            state = self._run_steps(state, tf.constant(n_steps, tf.int32))
-            chi2 = state["chi2"].numpy()
-            report = SyncReport(
-                step=int(state["step"]),
-                chi2=chi2,
-                chi2_per_point=chi2 / np.maximum(points, 1),
-                status=state["status"].numpy(),
-            )
+        step = int(self._variables["step"].numpy())
+        while step < cfg.epochs:
+            report = self.advance(min(cfg.steps_per_call, cfg.epochs - step))
+            step = report.step
             history.append(report)
             if on_sync is not None and on_sync(report):
                 interrupted = True
                 break
             if report.n_running == 0:
                 break
-        self._state = state
-        best_step = state["best_step"].numpy()
+        state = tf.nest.map_structure(lambda variable: variable.numpy(), self._variables)
+        best_step = state["best_step"]
         restore = best_step >= 0
         params = [
-            np.where(restore.reshape((-1,) + (1,) * (p.ndim - 1)), best.numpy(), p.numpy())
+            np.where(restore.reshape((-1,) + (1,) * (p.ndim - 1)), best, p)
             for p, best in zip(state["params"], state["best_params"], strict=True)
         ]
         return TrainingOutcome(
             params=params,
-            status=state["status"].numpy(),
+            status=state["status"],
             best_step=best_step,
-            stop_step=state["stop_step"].numpy(),
-            divergence=state["divergence"].numpy(),
+            stop_step=state["stop_step"],
+            divergence=state["divergence"],
             steps=int(state["step"]),
             interrupted=interrupted,
             history=history,
