@@ -31,8 +31,12 @@ would spoil χ² by ~ε² cond(K)³), and two thin products with the shared S̃.
 sum of squares at a minimiser, so rounding in λ* enters at second order only, and the
 gradient skips λ*: backward is elementwise.
 
-Diagonal blocks are 1/σ per point and a one-hot category per member. Members never couple:
-the shared matrices are constants and every product acts on one member's row.
+Diagonal blocks are 1/σ per point. The diagonal and nuisance points share one elementwise
+pass over all points (whitening, the misfit after the nuisances, the squares summed per
+category from each member's category per point, one byte), so per block only the two thin
+products and K⁻¹ remain, and the backward pass, which skips the minimisers, is one
+elementwise product with no per-block pieces to reassemble. Members never couple: the
+shared matrices are constants and every product acts on one member's row.
 """
 
 from __future__ import annotations
@@ -104,7 +108,6 @@ class DiagonalRun:
     start: int
     stop: int
     inverse_sigma: np.ndarray  # (n,)
-    onehot: np.ndarray  # (M, n, 3) each member's category of each point
 
     def flops(self) -> float:
         return 0.0
@@ -119,8 +122,7 @@ class NuisanceBlock:
     inverse_sigma: np.ndarray  # (n,) 1/σ
     scaled_systematics: np.ndarray  # (n, k) S̃ = S/σ
     categories: tuple[int, ...]  # the categories with points in the block
-    onehot: np.ndarray  # (M, n, C) each member's category among those
-    kernel_inverse: np.ndarray  # (C, M, k, k) K⁻¹ = (I + S̃_Sᵀ S̃_S)⁻¹
+    kernel_inverse: np.ndarray  # (C, M, k, k) K⁻¹ = (I + S̃_Sᵀ S̃_S)⁻¹, C = len(categories)
 
     def flops(self) -> float:
         n, k = self.scaled_systematics.shape
@@ -135,6 +137,7 @@ class Whitening:
 
     segments: tuple[DiagonalRun | DenseBlock | NuisanceBlock, ...]
     points_per_category: np.ndarray  # (M, 3)
+    categories: np.ndarray  # (M, N) each member's category of each point
 
     def flops(self) -> float:
         """Matmul FLOPs per member-step, forward + backward (elementwise work left out)."""
@@ -177,9 +180,7 @@ def whitening(
             if segments and isinstance(segments[-1], DiagonalRun):
                 start = segments.pop().start
             inverse_sigma = 1.0 / np.sqrt(np.diag(covmat)[start : block.stop])
-            segments.append(
-                DiagonalRun(start, block.stop, inverse_sigma, onehot[:, start : block.stop])
-            )
+            segments.append(DiagonalRun(start, block.stop, inverse_sigma))
             continue
         direct: list[DirectTerm] = []
         complement: list[ComplementTerm] = []
@@ -194,7 +195,7 @@ def whitening(
         segments.append(
             DenseBlock(block.start, block.stop, whitening_t, tuple(direct), tuple(complement))
         )
-    return Whitening(tuple(segments), onehot.sum(axis=1))
+    return Whitening(tuple(segments), onehot.sum(axis=1), categories)
 
 
 def _nuisance_blocks(
@@ -226,14 +227,12 @@ def _nuisance(
     scaled = systematics * inverse_sigma[:, None]
     onehot = np.eye(N_CATEGORIES)[categories[:, block]]
     present = tuple(c for c in range(N_CATEGORIES) if onehot[..., c].any())
-    onehot = onehot[..., present]
+    onehot = onehot[..., present]  # (M, n, C)
     k = scaled.shape[1]
     kernel = np.eye(k) + np.einsum("mnc,nk,nl->cmkl", onehot, scaled, scaled, optimize=True)
     identity = tf.eye(k, batch_shape=kernel.shape[:-2], dtype=tf.float64)
     kernel_inverse = tf.linalg.cholesky_solve(_cholesky(kernel), identity).numpy()
-    return NuisanceBlock(
-        block.start, block.stop, inverse_sigma, scaled, present, onehot, kernel_inverse
-    )
+    return NuisanceBlock(block.start, block.stop, inverse_sigma, scaled, present, kernel_inverse)
 
 
 def _is_diagonal(cov: np.ndarray) -> bool:
@@ -337,6 +336,7 @@ class Chi2:
 
     def __init__(self, setup: Whitening, dtype: tf.DType) -> None:
         self._flops = setup.flops()
+        self._dtype = dtype
         self._sizes = [segment.stop - segment.start for segment in setup.segments]
 
         def constant(value: np.ndarray) -> tf.Tensor:
@@ -345,92 +345,138 @@ class Chi2:
         def index(value: np.ndarray) -> tf.Tensor:
             return tf.constant(value, dtype=tf.int32)
 
-        self._dtype = dtype
-        self._segments: list[tuple] = []
-        for segment in setup.segments:
-            if isinstance(segment, NuisanceBlock):
-                self._segments.append(
+        members, points = setup.categories.shape
+        self._members = members
+        # 1/σ of the points the elementwise pass covers; 0 on the dense blocks' points.
+        inverse_sigma = np.zeros(points)
+        self._dense: list[tuple] = []  # (segment index, direct, Gᵀ, complement)
+        self._nuisance: list[tuple] = []  # (start, stop, S̃, categories, K⁻¹)
+        for position, segment in enumerate(setup.segments):
+            if isinstance(segment, DenseBlock):
+                direct = [
+                    (t.category, index(t.indices), constant(t.factors)) for t in segment.direct
+                ]
+                complement = [
                     (
-                        constant(segment.inverse_sigma),
+                        t.category,
+                        constant(t.mask),
+                        index(t.indices),
+                        index(_with_member(t.targets)),
+                        constant(t.regression),
+                    )
+                    for t in segment.complement
+                ]
+                self._dense.append((position, direct, constant(segment.whitening_t), complement))
+                continue
+            inverse_sigma[segment.start : segment.stop] = segment.inverse_sigma
+            if isinstance(segment, NuisanceBlock):
+                self._nuisance.append(
+                    (
+                        segment.start,
+                        segment.stop,
                         constant(segment.scaled_systematics),
                         segment.categories,
-                        constant(segment.onehot),
                         tf.constant(segment.kernel_inverse, tf.float64),
                     )
                 )
-                continue
-            if isinstance(segment, DiagonalRun):
-                self._segments.append((constant(segment.inverse_sigma), constant(segment.onehot)))
-                continue
-            direct = [(t.category, index(t.indices), constant(t.factors)) for t in segment.direct]
-            complement = [
-                (
-                    t.category,
-                    constant(t.mask),
-                    index(t.indices),
-                    index(_with_member(t.targets)),
-                    constant(t.regression),
-                )
-                for t in segment.complement
-            ]
-            self._segments.append((direct, constant(segment.whitening_t), complement))
+        self._pointwise = len(self._dense) < len(setup.segments)
+        self._inverse_sigma = constant(inverse_sigma)
+        self._categories = tf.constant(setup.categories, tf.int8)
+        self._points = points
 
     def flops(self) -> float:
         return self._flops
 
     def __call__(self, residuals: tf.Tensor) -> tf.Tensor:
-        # One split (its gradient is one concatenation), not a slice per block.
-        pieces = tf.split(residuals, self._sizes, axis=1) if len(self._sizes) > 1 else [residuals]
         terms: list[list[tf.Tensor]] = [[] for _ in range(N_CATEGORIES)]
-        diagonal: list[tf.Tensor] = []
-        for piece, segment in zip(pieces, self._segments, strict=True):
-            if len(segment) == 5:
-                for category, chi2 in self._nuisance(piece, *segment):
+        if self._pointwise:
+            chi2 = self._elementwise(residuals)
+            for category in range(N_CATEGORIES):
+                terms[category].append(chi2[category])
+        if self._dense:
+            # One split (its gradient is one concatenation), not a slice per block.
+            pieces = (
+                tf.split(residuals, self._sizes, axis=1) if len(self._sizes) > 1 else [residuals]
+            )
+            for position, direct, whitening_t, complement in self._dense:
+                for category, chi2 in _dense_chi2(
+                    pieces[position], direct, whitening_t, complement
+                ):
                     terms[category].append(chi2)
-                continue
-            if len(segment) == 2:
-                inverse_sigma, onehot = segment
-                diagonal.append(tf.einsum("mn,mnc->mc", tf.square(piece * inverse_sigma), onehot))
-                continue
-            direct, whitening_t, complement = segment
-            for category, indices, factors in direct:
-                part = tf.gather(piece, indices, batch_dims=1)
-                whitened = tf.einsum("mij,mj->mi", factors, part)
-                terms[category].append(tf.reduce_sum(tf.square(whitened), axis=1))
-            for category, mask, indices, targets, regression in complement:
-                completed = piece * mask
-                if regression.shape[1] and regression.shape[2]:
-                    # r_S completed on T by its conditional mean; padding of y* is zero.
-                    part = tf.stop_gradient(tf.gather(piece, indices, batch_dims=1))
-                    mean = tf.einsum("mts,ms->mt", regression, part)  # the minimiser
-                    completed = tf.tensor_scatter_nd_add(completed, targets, mean)
-                whitened = completed @ whitening_t
-                terms[category].append(tf.reduce_sum(tf.square(whitened), axis=1))
         zero = tf.zeros_like(residuals[:, 0])
-        chi2 = tf.stack([tf.add_n(t) if t else zero for t in terms], axis=1)
-        return tf.add_n([chi2, *diagonal]) if diagonal else chi2
+        return tf.stack([tf.add_n(t) if t else zero for t in terms], axis=1)
 
-    def _nuisance(
-        self,
-        piece: tf.Tensor,
-        inverse_sigma: tf.Tensor,
-        scaled: tf.Tensor,
-        categories: tuple[int, ...],
-        onehot: tf.Tensor,
-        kernel_inverse: tf.Tensor,
-    ) -> list[tuple[int, tf.Tensor]]:
-        """χ² of each category: |w − S̃λ*|² over the category's points + |λ*|²."""
-        whitened = piece * inverse_sigma  # (M, n)
-        fixed = tf.stop_gradient(whitened)  # the minimiser: no gradient needed (see above)
-        pulls = tf.einsum("mnc,nk->cmk", fixed[..., None] * onehot, scaled)
-        # k is small: a broadcast product, not many tiny mat-vecs
-        nuisance = tf.reduce_sum(kernel_inverse * tf.cast(pulls, tf.float64)[..., None, :], -1)
-        nuisance = tf.cast(nuisance, self._dtype)
-        fits = tf.einsum("cmk,nk->mnc", nuisance, scaled)
-        misfit = whitened - tf.reduce_sum(fits * onehot, axis=-1)  # each point: own category
-        chi2 = tf.einsum("mn,mnc->cm", tf.square(misfit), onehot)
-        chi2 += tf.reduce_sum(tf.square(nuisance), axis=2)
-        return [(category, chi2[c]) for c, category in enumerate(categories)]
+    def _elementwise(self, residuals: tf.Tensor) -> list[tf.Tensor]:
+        """χ² of the diagonal and nuisance points per category: 3 × (M,)."""
+        whitened = residuals * self._inverse_sigma
+        masks = [self._categories == category for category in range(N_CATEGORIES)]
+        if not self._nuisance:
+            return [_sum_over(tf.square(whitened), mask) for mask in masks]
+        # The minimiser: no gradient needed (see above).
+        fit, pulls_squared = self._nuisance_fit(tf.stop_gradient(whitened), masks)
+        squares = tf.square(whitened - fit)
+        return [
+            _sum_over(squares, mask) + pulls
+            for mask, pulls in zip(masks, pulls_squared, strict=True)
+        ]
+
+    def _nuisance_fit(
+        self, whitened: tf.Tensor, masks: list[tf.Tensor]
+    ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+        """S̃λ* of each point's own category (M, N), 0 off the nuisance blocks; and |λ*|² of
+        each category summed over the blocks, 3 × (M,)."""
+        masked = [tf.where(mask, whitened, tf.zeros_like(whitened)) for mask in masks]
+        columns: list[list[tf.Tensor]] = [[] for _ in range(N_CATEGORIES)]
+        pulls_squared = [tf.zeros([self._members], self._dtype) for _ in range(N_CATEGORIES)]
+        position = 0
+        for start, stop, scaled, categories, kernel_inverse in self._nuisance:
+            gap = tf.zeros([self._members, start - position], self._dtype)
+            lhs = tf.concat([masked[category][:, start:stop] for category in categories], 0)
+            pulls = tf.reshape(lhs @ scaled, kernel_inverse.shape[:-1])  # (C, M, k)
+            # k is small: a broadcast product, not many tiny mat-vecs
+            nuisance = tf.reduce_sum(kernel_inverse * tf.cast(pulls, tf.float64)[..., None, :], -1)
+            nuisance = tf.cast(nuisance, self._dtype)
+            fits = tf.matmul(nuisance, scaled, transpose_b=True)  # (C, M, n)
+            for category in range(N_CATEGORIES):
+                columns[category].append(gap)
+                if category in categories:
+                    c = categories.index(category)
+                    columns[category].append(fits[c])
+                    pulls_squared[category] += tf.reduce_sum(tf.square(nuisance[c]), axis=1)
+                else:
+                    columns[category].append(tf.zeros_like(fits[0]))
+            position = stop
+        tail = tf.zeros([self._members, self._points - position], self._dtype)
+        fit = tf.zeros_like(whitened)
+        for category in {c for block in self._nuisance for c in block[3]}:
+            fit = tf.where(masks[category], tf.concat([*columns[category], tail], 1), fit)
+        return fit, pulls_squared
+
+
+def _dense_chi2(
+    piece: tf.Tensor, direct: list[tuple], whitening_t: tf.Tensor, complement: list[tuple]
+) -> list[tuple[int, tf.Tensor]]:
+    """χ² of each category over one dense block, each term its way (see above)."""
+    terms = []
+    for category, indices, factors in direct:
+        part = tf.gather(piece, indices, batch_dims=1)
+        whitened = tf.einsum("mij,mj->mi", factors, part)
+        terms.append((category, tf.reduce_sum(tf.square(whitened), axis=1)))
+    for category, mask, indices, targets, regression in complement:
+        completed = piece * mask
+        if regression.shape[1] and regression.shape[2]:
+            # r_S completed on T by its conditional mean; padding of y* is zero.
+            part = tf.stop_gradient(tf.gather(piece, indices, batch_dims=1))
+            mean = tf.einsum("mts,ms->mt", regression, part)  # the minimiser
+            completed = tf.tensor_scatter_nd_add(completed, targets, mean)
+        whitened = completed @ whitening_t
+        terms.append((category, tf.reduce_sum(tf.square(whitened), axis=1)))
+    return terms
+
+
+def _sum_over(values: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Σ over the points in mask, per member: (M, n), (M, n) bool → (M,)."""
+    return tf.reduce_sum(tf.where(mask, values, tf.zeros_like(values)), axis=1)
 
 
 def _with_member(indices: np.ndarray) -> np.ndarray:
