@@ -159,7 +159,7 @@ class Loop:
         settings = dataclasses.replace(setup.settings, jit=jit)
         self.trainer = Trainer(setup.model, settings, setup.params)
         self.report = self.trainer.advance(1)
-        self.first_step_params = [p.numpy() for p in self.trainer.state["params"]]
+        self.first_step_params = self.trainer.parameters()
         self.first_step_running = self.report.status == RUNNING
 
     def call(self, steps: int) -> None:

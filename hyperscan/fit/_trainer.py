@@ -73,7 +73,10 @@ class Trainer:
     The state (parameters, optimiser moments, λ, stopping counters, best-weight snapshots)
     is a nest of (M, ...) tensors threaded through a `tf.while_loop`; frozen members (stopped
     or diverged) keep their values through `tf.where`, so a member's trajectory is exactly
-    what it would be if it were fitted alone. Between calls the state stays on the device in
+    what it would be if it were fitted alone. The parameters are one flat (M, P) tensor, split
+    into the network's kernels and biases where the model reads them, so the optimiser,
+    clipping and bookkeeping are a few kernels over all parameters, not a few per tensor.
+    Between calls the state stays on the device in
     variables updated in place: a call passes only K in and the sync's χ² and status out, not
     the ~40 tensors of the state both ways.
     """
@@ -96,12 +99,17 @@ class Trainer:
             np.where(counts[:, VALIDATION] > 0, counts[:, VALIDATION], counts[:, TRAINING]),
             dtype,
         )
-        params = [tf.constant(p, dtype) for p in initial_params]
+        self._shapes = [p.shape[1:] for p in initial_params]
+        self._sizes = [int(np.prod(shape)) for shape in self._shapes]
+        params = tf.constant(
+            np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in initial_params], axis=1),
+            dtype,
+        )
         members = model.n_members
         initial_state = {
             "step": tf.constant(0, tf.int32),
             "params": params,
-            "optimizer": self._optimizer.init(params),
+            "optimizer": self._optimizer.init([params]),
             "member_steps": tf.zeros([members], tf.int32),
             "lam": tf.fill([members], tf.constant(settings.lambda_initial, dtype)),
             "status": tf.fill([members], RUNNING),
@@ -111,13 +119,25 @@ class Trainer:
             "counting": tf.zeros([members], tf.bool),
             "stop_step": tf.fill([members], -1),
             "divergence": tf.zeros([members], tf.int32),
-            "best_params": list(params),
+            "best_params": params,
             "chi2": tf.zeros([members, 3], dtype),
         }
         self._variables = tf.nest.map_structure(
             lambda value: tf.Variable(value, trainable=False), initial_state
         )
         self._run_steps = tf.function(self._steps, jit_compile=settings.jit)
+
+    def _split(self, flat: tf.Tensor) -> list[tf.Tensor]:
+        """(M, P) → the model's [kernel, bias, ...], (M, ...) each."""
+        pieces = tf.split(flat, self._sizes, axis=1)
+        return [
+            tf.reshape(piece, [-1, *shape])
+            for piece, shape in zip(pieces, self._shapes, strict=True)
+        ]
+
+    def parameters(self) -> list[np.ndarray]:
+        """The current parameters (not the best ones), (M, ...) each."""
+        return [p.numpy() for p in self._split(self._variables["params"])]
 
     @property
     def state(self) -> dict:
@@ -154,12 +174,12 @@ class Trainer:
         active = s["status"] == RUNNING
         with tf.GradientTape() as tape:
             tape.watch(params)
-            observables = self.model.observables(params)
+            observables = self.model.observables(self._split(params))
             loss = observables.chi2[:, TRAINING] + s["lam"] * observables.positivity
             # Members' parameters are disjoint, so d(Σ loss)/dθ_m = dloss_m/dθ_m, and a
             # non-finite member cannot leak into the others' gradients.
             total = tf.reduce_sum(loss)
-        grads = tape.gradient(total, params)
+        grads = [tape.gradient(total, params)]
         norm = member_norm(grads)
 
         reason = tf.where(
@@ -187,18 +207,10 @@ class Trainer:
         stopped = alive & (since_best >= cfg.patience_steps)
 
         clipped = clip_by_member_norm(grads, norm, self._clipnorm)
-        new_params, new_optimizer = self._optimizer.update(
-            params, clipped, s["optimizer"], s["member_steps"], self._lr
+        (new_params,), new_optimizer = self._optimizer.update(
+            [params], clipped, s["optimizer"], s["member_steps"], self._lr
         )
-        finite = tf.reduce_all(
-            tf.stack(
-                [
-                    tf.reduce_all(tf.math.is_finite(p), axis=list(range(1, p.shape.rank)))
-                    for p in new_params
-                ]
-            ),
-            axis=0,
-        )
+        finite = tf.reduce_all(tf.math.is_finite(new_params), axis=1)
         reason = tf.where(alive & ~stopped & ~finite, 4, reason)
         diverged = diverged | (alive & ~stopped & ~finite)
         apply = alive & ~stopped & finite
@@ -210,7 +222,7 @@ class Trainer:
         lambda_due = (step + 1) % LAMBDA_UPDATE_INTERVAL == 0
         return {
             "step": step + 1,
-            "params": [keep(n, o) for n, o in zip(new_params, params, strict=True)],
+            "params": keep(new_params, params),
             "optimizer": tf.nest.map_structure(keep, new_optimizer, s["optimizer"]),
             "member_steps": s["member_steps"] + tf.cast(apply, tf.int32),
             "lam": tf.where(apply & lambda_due, s["lam"] * cfg.lambda_factor, s["lam"]),
@@ -221,10 +233,7 @@ class Trainer:
             "counting": counting,
             "stop_step": tf.where(diverged | stopped, step, s["stop_step"]),
             "divergence": tf.where(diverged, reason, s["divergence"]),
-            "best_params": [
-                tf.where(per_member(improved, p), p, best)
-                for p, best in zip(params, s["best_params"], strict=True)
-            ],
+            "best_params": tf.where(improved[:, None], params, s["best_params"]),
             "chi2": tf.where(active[:, None], chi2, s["chi2"]),
         }
 
@@ -253,12 +262,9 @@ class Trainer:
         state = tf.nest.map_structure(lambda variable: variable.numpy(), self._variables)
         best_step = state["best_step"]
         restore = best_step >= 0
-        params = [
-            np.where(restore.reshape((-1,) + (1,) * (p.ndim - 1)), best, p)
-            for p, best in zip(state["params"], state["best_params"], strict=True)
-        ]
+        best = np.where(restore[:, None], state["best_params"], state["params"])
         return TrainingOutcome(
-            params=params,
+            params=[p.numpy() for p in self._split(tf.constant(best))],
             status=state["status"],
             best_step=best_step,
             stop_step=state["stop_step"],
