@@ -5,7 +5,9 @@ Run as ``python benchmarks/fit_engine.py [--quick] [--size small]``. Every varia
 same closure problem with the same member count and the same loss (hyperscan's own pure
 functions), 2-25-20-8 tanh, Nadam, float32:
 
-1. hyperscan: ``Trainer`` with K steps per compiled call and all stopping bookkeeping active;
+1. hyperscan: ``Trainer`` with K steps per compiled call and all stopping bookkeeping active,
+   each sample at least 1000 steps in back-to-back calls, as ``Trainer.run`` makes them (a
+   single call timed just after the Keras variants pays their cold caches);
 2. R sequential single-replica Keras ``model.fit`` runs, one step per epoch;
 3. one Keras model holding all R replicas, one step per epoch;
 4. the same batched model with n3fit's trick: the input repeated 100 times with batch size 1,
@@ -59,6 +61,8 @@ from hyperscan.runcard import FitRuncard  # noqa: E402
 NNPDF40_NODES = (25, 20)
 TINY_NODES = (4,)
 TINY_STEPS_PER_CALL = (100, 1000)
+# Steps per hyperscan sample, in calls of K.
+STEPS_PER_SAMPLE = 1000
 # Epochs large enough that λ barely grows and patience (1.0 × epochs) never runs out while timing.
 EPOCHS = 10**8
 # n3fit's trick: one Keras epoch is this many optimiser steps (the input repeated, batch size 1).
@@ -164,6 +168,10 @@ class Loop:
 
     def call(self, steps: int) -> None:
         self.report = self.trainer.advance(steps)
+
+    def calls(self, steps: int, count: int) -> None:
+        for _ in range(count):
+            self.call(steps)
 
     def diverged(self) -> int:
         """Members frozen by divergence: still computed, so the timing holds, unless all are."""
@@ -372,7 +380,8 @@ def time_ensemble(
     epochs, tricks, tricks_cpu = [], [], []
     for _ in range(plan.repeats):
         for k in steps_per_call:
-            samples.time(f"K={k}", lambda k=k: loop.call(k), per=k)
+            calls = max(1, STEPS_PER_SAMPLE // k)
+            samples.time(f"K={k}", lambda k=k, n=calls: loop.calls(k, n), per=k * calls)
         epochs += keras_fit(model, 1, plan.keras_epochs)[0]
         wall, cpu = keras_fit(model, TRICK_STEPS_PER_EPOCH, plan.trick_epochs)
         tricks += wall
