@@ -63,11 +63,10 @@ def main() -> None:
     devices = tf.config.list_logical_devices("GPU")
     print(f"TensorFlow {tf.__version__}, devices: {[d.name for d in devices] or ['CPU only']}")
     smi = sampler()
-    marks: dict[str, float] = {}
+    syncs: list[tuple[float, int]] = []  # (time, step) at each sync
 
     def on_sync(report) -> None:
-        marks.setdefault("first_sync", time.time())
-        marks["last_sync"] = time.time()
+        syncs.append((time.time(), report.step))
 
     started = time.time()
     result = run_fit(card, on_sync=on_sync)
@@ -83,8 +82,11 @@ def main() -> None:
     )
     print(f"  whole fit (build, compile, train, outputs): {wall:.2f} s")
     print(f"  training loop (incl. XLA compilation):      {result.training_seconds:.2f} s")
-    if "first_sync" in marks and marks["last_sync"] > marks["first_sync"]:
-        steady = (marks["last_sync"] - marks["first_sync"]) / (result.steps - args.steps_per_call)
+    if len(syncs) < 2:
+        print("  one sync only: no rate after compilation (give more epochs than --steps-per-call)")
+    else:
+        (first, first_step), (last, last_step) = syncs[0], syncs[-1]
+        steady = (last - first) / (last_step - first_step)
         print(
             f"  after the first sync: {steady * 1e3:.3f} ms per epoch, "
             f"{steady / args.replicas * 1e6:.2f} µs per replica-epoch; "
