@@ -235,7 +235,7 @@ class Loop:
         self.call(1)
 
     def call(self, steps: int) -> None:
-        self.trainer.advance(steps)
+        self.report = self.trainer.advance(steps)
 
 
 def make_model(
@@ -273,11 +273,11 @@ def precision_cost(ensemble: Ensemble, steps: int) -> tuple[float, float, float]
     runs = {}
     for dtype in (tf.float32, tf.float64):
         loop = Loop(make_model(EnsembleModel, ensemble, dtype), ensemble)
-        first = loop.state["chi2"].numpy()[:, TRAINING]  # chi2 at the initial weights
+        first = loop.report.chi2[:, TRAINING]  # chi2 at the initial weights
         loop.call(1)
-        second = loop.state["chi2"].numpy()[:, TRAINING]
+        second = loop.report.chi2[:, TRAINING]
         loop.call(steps - 2)
-        runs[dtype] = (first, second, loop.state["chi2"].numpy()[:, TRAINING])
+        runs[dtype] = (first, second, loop.report.chi2[:, TRAINING])
     return tuple(
         float(np.median(np.abs(a / b - 1.0)))
         for a, b in zip(runs[tf.float32], runs[tf.float64], strict=True)
