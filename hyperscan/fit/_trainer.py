@@ -122,8 +122,9 @@ class Trainer:
             "best_params": params,
             "chi2": tf.zeros([members, 3], dtype),
         }
+        self._dtypes = tf.nest.map_structure(lambda value: value.dtype, initial_state)
         self._variables = tf.nest.map_structure(
-            lambda value: tf.Variable(value, trainable=False), initial_state
+            lambda value: tf.Variable(_stored(value), trainable=False), initial_state
         )
         self._run_steps = tf.function(self._steps, jit_compile=settings.jit)
 
@@ -142,7 +143,7 @@ class Trainer:
     @property
     def state(self) -> dict:
         """The current state as a nest of tensors (a snapshot, not the variables)."""
-        return tf.nest.map_structure(tf.convert_to_tensor, self._variables)
+        return tf.nest.map_structure(tf.cast, self._variables, self._dtypes)
 
     def _steps(self, n_steps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         def running(i, s):
@@ -153,7 +154,7 @@ class Trainer:
 
         _, state = tf.while_loop(running, body, (tf.constant(0), self.state))
         tf.nest.map_structure(
-            lambda variable, value: variable.assign(value), self._variables, state
+            lambda variable, value: variable.assign(_stored(value)), self._variables, state
         )
         return state["step"], state["chi2"], state["status"]
 
@@ -259,7 +260,7 @@ class Trainer:
                 break
             if report.n_running == 0:
                 break
-        state = tf.nest.map_structure(lambda variable: variable.numpy(), self._variables)
+        state = tf.nest.map_structure(lambda value: value.numpy(), self.state)
         best_step = state["best_step"]
         restore = best_step >= 0
         best = np.where(restore[:, None], state["best_params"], state["params"])
@@ -273,3 +274,9 @@ class Trainer:
             interrupted=interrupted,
             history=history,
         )
+
+
+def _stored(value: tf.Tensor) -> tf.Tensor:
+    """Counters and flags as int64 variables: TensorFlow keeps int32 variables on the host,
+    out of reach of a loop compiled for a GPU."""
+    return tf.cast(value, tf.int64) if value.dtype in (tf.int32, tf.bool) else value

@@ -1,0 +1,38 @@
+"""The trainer's state lives in device variables between calls."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.fit import Trainer, build_members, load_problem, replica_specs, trainer_settings
+from hyperscan.model import EnsembleModel
+
+
+def _trainer(card) -> Trainer:
+    problem = load_problem(card)
+    specs = replica_specs(card)
+    inputs, params = build_members(card, problem, specs)
+    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    return Trainer(model, trainer_settings(card, len(specs)), params)
+
+
+def test_no_state_variable_is_of_a_type_a_gpu_keeps_on_the_host(make_card):
+    # TensorFlow places int32 variables in host memory, which a loop compiled for a GPU
+    # cannot update in place.
+    trainer = _trainer(make_card(replicas=[1, 2], epochs=5))
+    dtypes = {variable.dtype for variable in tf.nest.flatten(trainer._variables)}
+    assert dtypes.isdisjoint({tf.int32, tf.bool})
+    # The loop still sees its counters and flags in their own types.
+    state = trainer.state
+    assert state["status"].dtype == tf.int32
+    assert state["counting"].dtype == tf.bool
+
+
+def test_the_state_carries_over_from_one_call_to_the_next(make_card):
+    trainer = _trainer(make_card(replicas=[1, 2], epochs=50))
+    first = trainer.advance(3)
+    second = trainer.advance(4)
+    assert (first.step, second.step) == (3, 7)
+    assert np.array_equal(trainer.state["member_steps"].numpy(), [7, 7])
+    assert not np.array_equal(first.chi2, second.chi2)
