@@ -76,9 +76,8 @@ class Trainer:
     what it would be if it were fitted alone. The parameters are one flat (M, P) tensor, split
     into the network's kernels and biases where the model reads them, so the optimiser,
     clipping and bookkeeping are a few kernels over all parameters, not a few per tensor.
-    Between calls the state stays on the device in
-    variables updated in place: a call passes only K in and the sync's χ² and status out, not
-    the ~40 tensors of the state both ways.
+    Between calls the state stays on the device in variables updated in place: a call passes
+    only K in and the sync's χ² and status out, not the ~40 tensors of the state both ways.
     """
 
     def __init__(

@@ -345,10 +345,8 @@ class Chi2:
         def index(value: np.ndarray) -> tf.Tensor:
             return tf.constant(value, dtype=tf.int32)
 
-        members, points = setup.categories.shape
-        self._members = members
         # 1/σ of the points the elementwise pass covers; 0 on the dense blocks' points.
-        inverse_sigma = np.zeros(points)
+        inverse_sigma = np.zeros(setup.categories.shape[1])
         self._dense: list[tuple] = []  # (segment index, direct, Gᵀ, complement)
         self._nuisance: list[tuple] = []  # (start, stop, S̃, categories, K⁻¹)
         for position, segment in enumerate(setup.segments):
@@ -382,7 +380,6 @@ class Chi2:
         self._pointwise = len(self._dense) < len(setup.segments)
         self._inverse_sigma = constant(inverse_sigma)
         self._categories = tf.constant(setup.categories, tf.int8)
-        self._points = points
 
     def flops(self) -> float:
         return self._flops
@@ -425,12 +422,13 @@ class Chi2:
     ) -> tuple[tf.Tensor, list[tf.Tensor]]:
         """S̃λ* of each point's own category (M, N), 0 off the nuisance blocks; and |λ*|² of
         each category summed over the blocks, 3 × (M,)."""
+        members, points = self._categories.shape
         masked = [tf.where(mask, whitened, tf.zeros_like(whitened)) for mask in masks]
         columns: list[list[tf.Tensor]] = [[] for _ in range(N_CATEGORIES)]
-        pulls_squared = [tf.zeros([self._members], self._dtype) for _ in range(N_CATEGORIES)]
+        pulls_squared = [tf.zeros([members], self._dtype) for _ in range(N_CATEGORIES)]
         position = 0
         for start, stop, scaled, categories, kernel_inverse in self._nuisance:
-            gap = tf.zeros([self._members, start - position], self._dtype)
+            gap = tf.zeros([members, start - position], self._dtype)
             lhs = tf.concat([masked[category][:, start:stop] for category in categories], 0)
             pulls = tf.reshape(lhs @ scaled, kernel_inverse.shape[:-1])  # (C, M, k)
             # k is small: a broadcast product, not many tiny mat-vecs
@@ -446,7 +444,7 @@ class Chi2:
                 else:
                     columns[category].append(tf.zeros_like(fits[0]))
             position = stop
-        tail = tf.zeros([self._members, self._points - position], self._dtype)
+        tail = tf.zeros([members, points - position], self._dtype)
         fit = tf.zeros_like(whitened)
         for category in {c for block in self._nuisance for c in block[3]}:
             fit = tf.where(masks[category], tf.concat([*columns[category], tail], 1), fit)
