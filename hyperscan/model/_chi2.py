@@ -136,8 +136,12 @@ class Whitening:
     """Everything χ² per category needs, in float64 numpy: segments covering 0..N in order."""
 
     segments: tuple[DiagonalRun | DenseBlock | NuisanceBlock, ...]
-    points_per_category: np.ndarray  # (M, 3)
     categories: np.ndarray  # (M, N) each member's category of each point
+
+    @property
+    def points_per_category(self) -> np.ndarray:
+        """(M, 3) each member's number of points in each category."""
+        return np.stack([(self.categories == c).sum(axis=1) for c in range(N_CATEGORIES)], 1)
 
     def flops(self) -> float:
         """Matmul FLOPs per member-step, forward + backward (elementwise work left out)."""
@@ -195,7 +199,7 @@ def whitening(
         segments.append(
             DenseBlock(block.start, block.stop, whitening_t, tuple(direct), tuple(complement))
         )
-    return Whitening(tuple(segments), onehot.sum(axis=1), categories)
+    return Whitening(tuple(segments), categories)
 
 
 def _nuisance_blocks(
@@ -423,8 +427,9 @@ class Chi2:
         """S̃λ* of each point's own category (M, N), 0 off the nuisance blocks; and |λ*|² of
         each category summed over the blocks, 3 × (M,)."""
         members, points = self._categories.shape
-        masked = [tf.where(mask, whitened, tf.zeros_like(whitened)) for mask in masks]
-        columns: list[list[tf.Tensor]] = [[] for _ in range(N_CATEGORIES)]
+        fitted = sorted({c for block in self._nuisance for c in block[3]})
+        masked = {c: tf.where(masks[c], whitened, tf.zeros_like(whitened)) for c in fitted}
+        columns: dict[int, list[tf.Tensor]] = {c: [] for c in fitted}
         pulls_squared = [tf.zeros([members], self._dtype) for _ in range(N_CATEGORIES)]
         position = 0
         for start, stop, scaled, categories, kernel_inverse in self._nuisance:
@@ -435,7 +440,7 @@ class Chi2:
             nuisance = tf.reduce_sum(kernel_inverse * tf.cast(pulls, tf.float64)[..., None, :], -1)
             nuisance = tf.cast(nuisance, self._dtype)
             fits = tf.matmul(nuisance, scaled, transpose_b=True)  # (C, M, n)
-            for category in range(N_CATEGORIES):
+            for category in fitted:
                 columns[category].append(gap)
                 if category in categories:
                     c = categories.index(category)
@@ -446,7 +451,7 @@ class Chi2:
             position = stop
         tail = tf.zeros([members, points - position], self._dtype)
         fit = tf.zeros_like(whitened)
-        for category in {c for block in self._nuisance for c in block[3]}:
+        for category in fitted:
             fit = tf.where(masks[category], tf.concat([*columns[category], tail], 1), fit)
         return fit, pulls_squared
 
