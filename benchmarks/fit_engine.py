@@ -48,9 +48,7 @@ from hyperscan.fit import (  # noqa: E402
     STOPPED,
     Trainer,
     TrainerSettings,
-    build_members,
-    load_problem,
-    replica_specs,
+    build_ensemble,
     trainer_settings,
 )
 from hyperscan.fit._optimizers import clip_by_member_norm, member_norm  # noqa: E402
@@ -111,10 +109,7 @@ def build_setup(size: str, replicas: int | Sequence[int], nodes: Sequence[int]) 
             "training": {"precision": "float32", "jit": True},
         }
     )
-    problem = load_problem(card)
-    specs = replica_specs(card)
-    inputs, params = build_members(card, problem, specs)
-    model = EnsembleModel(problem, inputs, card.architecture.activations, dtype=tf.float32)
+    model, specs, params = build_ensemble(card)
     return Setup(model, params, trainer_settings(card, len(specs)))
 
 

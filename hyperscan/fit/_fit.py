@@ -95,6 +95,23 @@ def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
     )
 
 
+def build_ensemble(
+    runcard: FitRuncard,
+    *,
+    problem: Problem | None = None,
+    members: Sequence[MemberSpec] | None = None,
+) -> tuple[EnsembleModel, list[MemberSpec], list[np.ndarray]]:
+    """The runcard's ensemble as `run_fit` builds it, in the runcard's precision: the model,
+    its members (the runcard's replicas unless given) and their initial weights, not yet
+    checked by `usable_starts`."""
+    problem = problem if problem is not None else load_problem(runcard)
+    specs = list(members) if members is not None else replica_specs(runcard)
+    inputs, params = build_members(runcard, problem, specs)
+    dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
+    model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
+    return model, specs, params
+
+
 def run_fit(
     runcard: FitRuncard,
     *,
@@ -110,11 +127,8 @@ def run_fit(
     inject a diverging member.
     """
     started = time.perf_counter()
-    problem = problem if problem is not None else load_problem(runcard)
-    specs = list(members) if members is not None else replica_specs(runcard)
-    inputs, params = build_members(runcard, problem, specs)
-    dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
-    model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
+    model, specs, params = build_ensemble(runcard, problem=problem, members=members)
+    problem, dtype = model.problem, model.dtype
     settings = settings or trainer_settings(runcard, len(specs))
     if initial_params is not None:
         params, redraws = list(initial_params), np.zeros(len(specs), dtype=np.int64)

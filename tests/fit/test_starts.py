@@ -5,18 +5,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.fit import build_members, load_problem, replica_specs, trainer_settings
+from hyperscan.fit import build_ensemble, trainer_settings
 from hyperscan.fit._fit import MAX_REDRAWS, run_fit, usable_starts
 from hyperscan.fit._output import results_document
-from hyperscan.model import TRAINING, EnsembleModel
-
-
-def _setup(card):
-    problem = load_problem(card)
-    specs = replica_specs(card)
-    inputs, params = build_members(card, problem, specs)
-    model = EnsembleModel(problem, inputs, card.architecture.activations, dtype=tf.float64)
-    return model, specs, params
+from hyperscan.model import TRAINING
 
 
 def _start_losses(model, params, settings):
@@ -27,7 +19,7 @@ def _start_losses(model, params, settings):
 
 def test_bad_starts_are_redrawn_and_good_ones_kept(make_card):
     card = make_card(replicas=list(range(1, 9)))
-    model, specs, params = _setup(card)
+    model, specs, params = build_ensemble(card)
     settings = trainer_settings(card, len(specs))
     losses = _start_losses(model, params, settings)
     threshold = float(np.median(losses))  # half of the starts are "past divergence"
@@ -47,7 +39,7 @@ def test_bad_starts_are_redrawn_and_good_ones_kept(make_card):
     # A redrawn member gets the same start when it is fitted alone.
     member = int(np.flatnonzero(bad)[0])
     alone = make_card(replicas=[specs[member].replica])
-    model_alone, specs_alone, params_alone = _setup(alone)
+    model_alone, specs_alone, params_alone = build_ensemble(alone)
     starts_alone, redraws_alone = usable_starts(
         alone, model_alone, specs_alone, params_alone, settings
     )
@@ -58,7 +50,7 @@ def test_bad_starts_are_redrawn_and_good_ones_kept(make_card):
 
 def test_redrawing_gives_up_after_max_redraws(make_card):
     card = make_card(replicas=[1, 2])
-    model, specs, params = _setup(card)
+    model, specs, params = build_ensemble(card)
     settings = trainer_settings(card, len(specs))
     settings = settings.__class__(**{**settings.__dict__, "max_loss": 1e-12})
     _, redraws = usable_starts(card, model, specs, params, settings)
@@ -67,7 +59,7 @@ def test_redrawing_gives_up_after_max_redraws(make_card):
 
 def test_the_fit_reports_redrawn_starts(make_card):
     card = make_card(replicas=[1, 2, 3, 4], epochs=20)
-    model, specs, params = _setup(card)
+    model, specs, params = build_ensemble(card)
     losses = _start_losses(model, params, trainer_settings(card, len(specs)))
     card = make_card(
         replicas=[1, 2, 3, 4], epochs=20, divergence={"max_loss": float(np.max(losses)) * 0.999}

@@ -5,15 +5,11 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.fit import Trainer, build_members, load_problem, replica_specs, trainer_settings
-from hyperscan.model import EnsembleModel
+from hyperscan.fit import Trainer, build_ensemble, trainer_settings
 
 
 def _trainer(card) -> Trainer:
-    problem = load_problem(card)
-    specs = replica_specs(card)
-    inputs, params = build_members(card, problem, specs)
-    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    model, specs, params = build_ensemble(card)
     return Trainer(model, trainer_settings(card, len(specs)), params)
 
 
