@@ -8,14 +8,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hyperscan.fit import build_members, load_problem, replica_specs, run_fit, trainer_settings
-from hyperscan.model import EnsembleModel
+from hyperscan.fit import (
+    build_ensemble,
+    build_members,
+    load_problem,
+    replica_specs,
+    run_fit,
+    trainer_settings,
+)
 
 
 def _gradient_norms(card):
-    problem = load_problem(card)
-    inputs, params = build_members(card, problem, replica_specs(card))
-    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    model, _, params = build_ensemble(card)
     params = [tf.constant(p) for p in params]
     with tf.GradientTape() as tape:
         tape.watch(params)

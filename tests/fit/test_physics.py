@@ -6,8 +6,8 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import FIT_BASIS, experimental_chi2
-from hyperscan.fit import build_members, load_problem, replica_specs, run_fit
-from hyperscan.model import VALENCE_SUM_RULES, EnsembleModel
+from hyperscan.fit import build_ensemble, load_problem, run_fit
+from hyperscan.model import VALENCE_SUM_RULES
 
 
 def _trapezoid_in_log_x(values: np.ndarray, log_x: np.ndarray) -> np.ndarray:
@@ -17,9 +17,7 @@ def _trapezoid_in_log_x(values: np.ndarray, log_x: np.ndarray) -> np.ndarray:
 def test_sum_rules_hold_for_every_member_after_the_fit(make_card):
     card = make_card(epochs=200)
     result = run_fit(card)
-    problem = load_problem(card)
-    inputs, _ = build_members(card, problem, replica_specs(card))
-    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    model, _, _ = build_ensemble(card)
     # An independent quadrature: a dense trapezoid in ln x, not the model's Gauss nodes.
     log_x = np.linspace(np.log(1e-9), np.log(1.0), 40001)
     x = np.exp(log_x)
@@ -54,8 +52,7 @@ def test_level0_closure_recovers_the_truth(make_card):
     result = run_fit(card)
     assert result.status == ["ok"] * 3
 
-    inputs, initial = build_members(card, problem, replica_specs(card))
-    model = EnsembleModel(problem, inputs, card.architecture.activations)
+    model, _, initial = build_ensemble(card, problem=problem)
     before, _ = experimental_chi2(
         problem, model.predictions([tf.constant(p) for p in initial]).numpy()
     )
