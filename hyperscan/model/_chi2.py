@@ -384,6 +384,7 @@ class Chi2:
         self._pointwise = len(self._dense) < len(setup.segments)
         self._inverse_sigma = constant(inverse_sigma)
         self._categories = tf.constant(setup.categories, tf.int8)
+        self._present = [bool(np.any(setup.categories == c)) for c in range(N_CATEGORIES)]
 
     def flops(self) -> float:
         return self._flops
@@ -411,14 +412,16 @@ class Chi2:
         """χ² of the diagonal and nuisance points per category: 3 × (M,)."""
         whitened = residuals * self._inverse_sigma
         masks = [self._categories == category for category in range(N_CATEGORIES)]
-        if not self._nuisance:
-            return [_sum_over(tf.square(whitened), mask) for mask in masks]
-        # The minimiser: no gradient needed (see above).
-        fit, pulls_squared = self._nuisance_fit(tf.stop_gradient(whitened), masks)
-        squares = tf.square(whitened - fit)
+        squares = tf.square(whitened)
+        pulls_squared = [tf.zeros_like(residuals[:, 0])] * N_CATEGORIES
+        if self._nuisance:
+            # The minimiser: no gradient needed (see above).
+            fit, pulls_squared = self._nuisance_fit(tf.stop_gradient(whitened), masks)
+            squares = tf.square(whitened - fit)
+        # A category no member has (held-out, outside k-fold scans) needs no pass over the points.
         return [
-            _sum_over(squares, mask) + pulls
-            for mask, pulls in zip(masks, pulls_squared, strict=True)
+            _sum_over(squares, mask) + pulls if present else pulls
+            for mask, pulls, present in zip(masks, pulls_squared, self._present, strict=True)
         ]
 
     def _nuisance_fit(

@@ -196,3 +196,17 @@ def test_model_with_and_without_systematics_agree(make_card):
     np.testing.assert_allclose(chi2, expected, rtol=1e-10)
     for gradient, expected_gradient in zip(gradients, expected_gradients, strict=True):
         np.testing.assert_allclose(gradient, expected_gradient, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_category_no_member_has_is_exactly_zero(way):
+    """Outside k-fold scans no member holds points out: that χ² is skipped, not computed."""
+    rng = np.random.default_rng(4)
+    covmat, blocks, categories, systematics = _problem(rng)
+    categories = np.where(categories == HELD_OUT, VALIDATION, categories)
+    residuals = rng.standard_normal((categories.shape[0], covmat.shape[0]))
+    setup = _setup(way, covmat, blocks, categories, systematics)
+    chi2, _ = _chi2_and_gradient(setup, residuals, tf.float64)
+    expected, _ = _reference(covmat, blocks, categories, residuals)
+    np.testing.assert_array_equal(chi2[:, HELD_OUT], 0.0)
+    np.testing.assert_allclose(chi2, expected, rtol=1e-10)
