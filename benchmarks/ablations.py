@@ -61,7 +61,7 @@ def positivity(model: EnsembleModel, flat: tf.Tensor) -> tf.Tensor:
     """The engine's positivity penalty from the flattened PDF (as in EnsembleModel)."""
     if model._positivity_fk is None:
         return tf.zeros([model.n_members], model.dtype)
-    values = -(flat @ model._positivity_fk)
+    values = -model._positivity_product(flat)
     penalty = tf.nn.relu(values) + POSITIVITY_ELU_ALPHA * (tf.exp(tf.minimum(values, 0.0)) - 1.0)
     return tf.reduce_sum(penalty, axis=1)
 
@@ -167,7 +167,7 @@ class DenseMemberFactors(EnsembleModel):
 
     def observables(self, params):
         flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
-        residuals = self._data - flat @ self._fk
+        residuals = self._data - self._fk_product(flat)
         chi2 = 0.0
         for block, factors, onehot, permutation in self._blocks:
             part = residuals[:, block.start : block.stop]

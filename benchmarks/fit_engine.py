@@ -53,7 +53,7 @@ from hyperscan.fit import (  # noqa: E402
 )
 from hyperscan.fit._optimizers import clip_by_member_norm, member_norm  # noqa: E402
 from hyperscan.model import TRAINING, EnsembleModel  # noqa: E402
-from hyperscan.model._network import forward  # noqa: E402
+from hyperscan.model._network import N_OUTPUTS, forward  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
 
 NNPDF40_NODES = (25, 20)
@@ -463,8 +463,8 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
 
     def fk(ps: list[tf.Tensor]) -> tf.Tensor:
         flat = tf.reshape(model._normalised_pdf(ps), (members, -1))
-        residuals = model._data - flat @ model._fk
-        positivity = flat @ model._positivity_fk if model._positivity_fk is not None else 0.0
+        residuals = model._data - model._fk_product(flat)
+        positivity = model._positivity_product(flat) if model._positivity_fk is not None else 0.0
         return tf.reduce_sum(tf.square(residuals)) + tf.reduce_sum(positivity)
 
     def full(ps: list[tf.Tensor]) -> tf.Tensor:
@@ -480,14 +480,14 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
             value = tf.reduce_sum(model.chi2_from_residuals(r)[:, TRAINING])
         return r - 1e-9 * tape.gradient(value, r)
 
-    flat = tf.constant(rng.standard_normal((members, model._fk.shape[0])), tf.float32)
+    flat = tf.constant(rng.standard_normal((members, model.xgrid.size * N_OUTPUTS)), tf.float32)
 
     def fk_alone(x: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             tape.watch(x)
-            value = tf.reduce_sum(tf.square(x @ model._fk))
+            value = tf.reduce_sum(tf.square(model._fk_product(x)))
             if model._positivity_fk is not None:
-                value += tf.reduce_sum(x @ model._positivity_fk)
+                value += tf.reduce_sum(model._positivity_product(x))
         return x - 1e-9 * tape.gradient(value, x)
 
     grid_only = model._features[: model.xgrid.size]
@@ -583,11 +583,9 @@ def member_step_flops(setup: Setup) -> float:
     products = [fan_in * fan_out for fan_in, fan_out in sizes]
     # Backward: one product for the weight gradients, one for the inputs (not the first layer).
     network = 2 * points * (3 * sum(products) - products[0])
-    fk_rows = model._fk.shape[0]
-    outputs = model._fk.shape[1] + (
-        model._positivity_fk.shape[1] if model._positivity_fk is not None else 0
-    )
-    fk = 2 * 2 * fk_rows * outputs
+    # The FK matrices as multiplied: without the PDF rows no point uses.
+    tables = [model._fk] + ([model._positivity_fk] if model._positivity_fk is not None else [])
+    fk = sum(2 * 2 * table.shape[0] * table.shape[1] for table in tables)
     return float(network + fk + model.whitening_flops())
 
 
