@@ -412,12 +412,13 @@ class Chi2:
         """χ² of the diagonal and nuisance points per category: 3 × (M,)."""
         whitened = residuals * self._inverse_sigma
         masks = [self._categories == category for category in range(N_CATEGORIES)]
-        squares = tf.square(whitened)
-        pulls_squared = [tf.zeros_like(residuals[:, 0])] * N_CATEGORIES
         if self._nuisance:
             # The minimiser: no gradient needed (see above).
             fit, pulls_squared = self._nuisance_fit(tf.stop_gradient(whitened), masks)
             squares = tf.square(whitened - fit)
+        else:
+            squares = tf.square(whitened)
+            pulls_squared = [tf.zeros_like(residuals[:, 0])] * N_CATEGORIES
         # A category no member has (held-out, outside k-fold scans) needs no pass over the points.
         return [
             _sum_over(squares, mask) + pulls if present else pulls

@@ -47,7 +47,8 @@ def preprocessing(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndar
         return np.exp((1.0 - alpha[:, None, :]) * np.log(x) + beta[:, None, :] * np.log1p(-x))
 
 
-def _rows(flat: tf.Tensor, rows: tf.Tensor | None) -> tf.Tensor:
+def _used_columns(flat: tf.Tensor, rows: tf.Tensor | None) -> tf.Tensor:
+    """The flattened PDF's columns at an FK matrix's used rows (None: all of them)."""
     return flat if rows is None else tf.gather(flat, rows, axis=1)
 
 
@@ -137,11 +138,11 @@ class EnsembleModel:
 
     def _fk_product(self, flat: tf.Tensor) -> tf.Tensor:
         """Predictions for the data points from the flattened PDF (M, P·8): (M, N)."""
-        return _rows(flat, self._fk_rows) @ self._fk
+        return _used_columns(flat, self._fk_rows) @ self._fk
 
     def _positivity_product(self, flat: tf.Tensor) -> tf.Tensor:
         """The positivity observables from the flattened PDF (M, P·8)."""
-        return _rows(flat, self._positivity_rows) @ self._positivity_fk
+        return _used_columns(flat, self._positivity_rows) @ self._positivity_fk
 
     def _normalised_pdf(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
         """x·f in the fitted basis on the union grid: (M, P, 8)."""
