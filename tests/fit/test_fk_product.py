@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hyperscan.data import fit_to_fk_rotation
+from hyperscan.data import FIT_BASIS, fit_to_fk_rotation
 from hyperscan.fit import build_ensemble
 from hyperscan.model._ensemble import POSITIVITY_ELU_ALPHA
 
@@ -24,7 +24,7 @@ def test_predictions_and_positivity_are_each_tables_own(make_card, size):
     problem = model.problem
     if size == "medium":  # its DIS-like tables leave whole (x, flavour) rows unused
         assert model._fk_rows is not None
-        assert model._fk.shape[0] < model.xgrid.size * 8
+        assert model._fk.shape[0] < model.xgrid.size * len(FIT_BASIS)
     predictions = model.predictions(params).numpy()
     expected = np.concatenate(
         [d.predictions(_fk_basis_pdf(model, params, d.xgrid)) for d in problem.datasets], axis=1
