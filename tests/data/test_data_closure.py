@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -190,18 +189,6 @@ def test_positivity_holds_for_the_truth(closure):
             assert pred.shape == (pos.n_points,) and np.all(pred >= 0), pos.name
             x = np.einsum("na,a->n", np.abs(pos.fk).sum(axis=1), pos.xgrid)
             assert x.min() < 1e-6 and x.max() < 0.9
-
-
-def test_build_times():
-    best = min(_timed(lambda: closure_problem("tiny")) for _ in range(3))
-    assert best < 0.2
-    assert _timed(lambda: closure_problem("nnpdf40")) < 5.0
-
-
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
 
 
 def test_bad_arguments():
