@@ -45,6 +45,13 @@ def test_the_breakdown_times_every_stage_of_the_step(fit_engine):
         runner()
 
 
+def test_both_matmul_peaks_are_measured(fit_engine):
+    # TensorFlow's own kernel and XLA's compiled one: two different code paths, both timed.
+    for compiled in (False, True):
+        peak = fit_engine.matmul_peak(compiled=compiled)
+        assert np.isfinite(peak) and peak > 1e8
+
+
 def test_the_ablations_measure_float32_against_float64():
     ablations = _script("ablations")
     initial, one_step, _ = ablations.precision_cost(ablations.build("tiny", 2), steps=4)
