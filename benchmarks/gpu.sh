@@ -17,7 +17,13 @@ if [ -z "${PYTHON:-}" ]; then
   VENV="$ROOT/.venv-gpu"
   if [ ! -x "$VENV/bin/hyperscan" ]; then
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q -e "$ROOT" "tensorflow[and-cuda]==2.21.*"
+    if ! "$VENV/bin/pip" install -q -e "$ROOT" "tensorflow[and-cuda]==2.21.*"; then
+      rm -rf "$VENV"  # no half-made environment for the next try to trust
+      echo "gpu.sh: could not install TensorFlow 2.21 with CUDA into $VENV (is a package" \
+        "index reachable from this node?); set PYTHON to a Python that has hyperscan and" \
+        "a CUDA build of TensorFlow 2.21 (~3 GB with its CUDA 12 libraries)" >&2
+      exit 2
+    fi
   fi
   PYTHON="$VENV/bin/python"
 fi
