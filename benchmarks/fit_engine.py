@@ -26,6 +26,7 @@ sets TensorFlow's intra-op threads, to see what the second core buys at each R.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import datetime
 import os
@@ -496,6 +497,7 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
         return tf.reduce_sum(forward(ps, grid_only, model.activations))
 
     trainer = Trainer(model, setup.settings, setup.params)
+    floor = Trainer(_without_nuisance_fits(model), setup.settings, setup.params)
     return {
         "network (tanh), x-grid points only": _compiled_loop(
             _descend(network_on_grid), params, steps
@@ -506,12 +508,26 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
         "+ FK contraction": _compiled_loop(_descend(fk), params, steps),
         "+ whitening, chi2, positivity": _compiled_loop(_descend(full), params, steps),
         "+ Nadam, clipping, stopping": _compiled_loop(trainer._step, trainer.state, steps),
+        "the same, nuisance fits skipped": _compiled_loop(floor._step, floor.state, steps),
         "FK contraction alone": _compiled_loop(fk_alone, flat, steps),
         "whitening + chi2 alone": _compiled_loop(whitening, residuals, steps),
     }
 
 
-def run_breakdown(plan: Plan, setups: dict[str, Setup]) -> None:
+def _without_nuisance_fits(model: EnsembleModel) -> EnsembleModel:
+    """The model with the χ² of its nuisance blocks reduced to their uncorrelated errors.
+
+    Not a fit anyone should run: the floor of the whole step that any faster way of fitting
+    the nuisances could reach, which says how much of the step the χ² structure can still win.
+    """
+    chi2 = copy.copy(model._chi2)
+    chi2._nuisance = []
+    bare = copy.copy(model)
+    bare._chi2 = chi2
+    return bare
+
+
+def run_breakdown(plan: Plan, setups: dict[str, Setup], peak: float) -> None:
     steps = 200
     rounds = max(plan.repeats, 5)
     runners = {label: breakdown_runners(setup, steps) for label, setup in setups.items()}
@@ -522,7 +538,7 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup]) -> None:
             for name, runner in stages.items():
                 samples.time(f"{label}/{name}", runner, per=steps)
     names = list(next(iter(runners.values())))
-    step = "+ Nadam, clipping, stopping"
+    step, floor = "+ Nadam, clipping, stopping", "the same, nuisance fits skipped"
 
     def row(title: str, name: str, value: Callable[[str], float], scale: bool = True) -> None:
         cells = "".join(
@@ -541,7 +557,16 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup]) -> None:
     for name in names:
         row(name, name, samples.median_cpu)
     row("wall µs per member-step, whole step", step, samples.median)
+    row("the same, nuisance fits skipped", floor, samples.median)
     row("cores busy in the whole step", step, samples.cores, scale=False)
+    print("  share of the matmul peak (the step's FLOPs over its wall time; skipping the nuisance")
+    print("  fits keeps the FLOP count: the share a free nuisance fit would give)")
+    for title, name in (("whole step", step), ("nuisance fits skipped", floor)):
+        shares = (
+            member_step_flops(setup) * setup.model.n_members / samples.median(f"{label}/{name}")
+            for label, setup in setups.items()
+        )
+        print(f"  {title:38}" + "".join(f"{rate / peak:14.0%}" for rate in shares))
 
 
 def loop_kernels(loop: Loop) -> int | None:
@@ -822,7 +847,7 @@ def main() -> None:
     if plan.breakdown:
         labelled = {f"R={r}": setup for r, setup in setups.items()}
         labelled["tiny,R=1,[4]"] = tiny
-        run_breakdown(plan, labelled)
+        run_breakdown(plan, labelled, peak)
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(
         f"\ntotal wall time {time.perf_counter() - started:.0f} s; load average at the end {load}"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,8 +42,20 @@ def test_the_timed_loop_runs_k_steps_per_call_without_retracing(fit_engine):
 def test_the_breakdown_times_every_stage_of_the_step(fit_engine):
     runners = fit_engine.breakdown_runners(fit_engine.build_setup("tiny", 2, (4,)), steps=2)
     assert "+ Nadam, clipping, stopping" in runners
+    assert "the same, nuisance fits skipped" in runners
     for runner in runners.values():
         runner()
+
+
+def test_the_floor_skips_the_nuisance_fits_and_leaves_the_model_alone(fit_engine):
+    setup = fit_engine.build_setup("small", 2, (4,))  # its blocks all take the nuisance way
+    floor = fit_engine._without_nuisance_fits(setup.model)
+    params = [tf.constant(p, tf.float32) for p in setup.params]
+    chi2 = setup.model.observables(params).chi2.numpy()[:, :2]  # training, validation
+    unfitted = floor.observables(params).chi2.numpy()[:, :2]
+    # χ² is the minimum over the nuisances, so with none fitted (λ = 0) it can only grow.
+    assert np.all(unfitted > chi2)
+    assert setup.model._chi2._nuisance  # the original still fits them
 
 
 def test_both_matmul_peaks_are_measured(fit_engine):
