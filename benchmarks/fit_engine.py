@@ -73,6 +73,9 @@ TARGET_OVERHEAD = 50e-6
 TARGET_SPEEDUP_R100 = 1.3
 TARGET_PEAK_SHARE = 0.5  # of the measured matmul peak, R = 100 on the nnpdf40 problem
 EPOCHS_PER_FIT_REFERENCE = 17000  # NNPDF4.0's maximum number of epochs
+# The breakdown's whole training step, and the same with the nuisance fits skipped (its floor).
+WHOLE_STEP = "+ Nadam, clipping, stopping"
+FLOOR_STEP = "the same, nuisance fits skipped"
 
 
 @dataclass(frozen=True)
@@ -507,8 +510,8 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
         "+ preprocessing, sum rules": _compiled_loop(_descend(pdf), params, steps),
         "+ FK contraction": _compiled_loop(_descend(fk), params, steps),
         "+ whitening, chi2, positivity": _compiled_loop(_descend(full), params, steps),
-        "+ Nadam, clipping, stopping": _compiled_loop(trainer._step, trainer.state, steps),
-        "the same, nuisance fits skipped": _compiled_loop(floor._step, floor.state, steps),
+        WHOLE_STEP: _compiled_loop(trainer._step, trainer.state, steps),
+        FLOOR_STEP: _compiled_loop(floor._step, floor.state, steps),
         "FK contraction alone": _compiled_loop(fk_alone, flat, steps),
         "whitening + chi2 alone": _compiled_loop(whitening, residuals, steps),
     }
@@ -538,7 +541,6 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup], peak: float) -> None:
             for name, runner in stages.items():
                 samples.time(f"{label}/{name}", runner, per=steps)
     names = list(next(iter(runners.values())))
-    step, floor = "+ Nadam, clipping, stopping", "the same, nuisance fits skipped"
 
     def row(title: str, name: str, value: Callable[[str], float], scale: bool = True) -> None:
         cells = "".join(
@@ -556,12 +558,12 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup], peak: float) -> None:
     print(f"  {'CPU µs per member-step':38}" + "".join(f"{label:>14}" for label in setups))
     for name in names:
         row(name, name, samples.median_cpu)
-    row("wall µs per member-step, whole step", step, samples.median)
-    row("the same, nuisance fits skipped", floor, samples.median)
-    row("cores busy in the whole step", step, samples.cores, scale=False)
+    row("wall µs per member-step, whole step", WHOLE_STEP, samples.median)
+    row(FLOOR_STEP, FLOOR_STEP, samples.median)
+    row("cores busy in the whole step", WHOLE_STEP, samples.cores, scale=False)
     print("  share of the matmul peak (the step's FLOPs over its wall time; skipping the nuisance")
     print("  fits keeps the FLOP count: the share a free nuisance fit would give)")
-    for title, name in (("whole step", step), ("nuisance fits skipped", floor)):
+    for title, name in (("whole step", WHOLE_STEP), ("nuisance fits skipped", FLOOR_STEP)):
         shares = (
             member_step_flops(setup) * setup.model.n_members / samples.median(f"{label}/{name}")
             for label, setup in setups.items()
