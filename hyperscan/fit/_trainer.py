@@ -125,8 +125,9 @@ class Trainer:
         self._variables = tf.nest.map_structure(
             lambda value: tf.Variable(_stored(value), trainable=False), initial_state
         )
-        # Called as a concrete function: a tf.function call matches its arguments and captured
-        # variables against its traces first, which cost more host time than the call itself.
+        # Calls go through the concrete function: a tf.function call matches its arguments and
+        # captured variables against its traces first, which cost more host time than the call
+        # itself. The tf.function stays public so its compiled HLO can be inspected.
         self.steps_function = tf.function(self._steps, jit_compile=settings.jit)
         self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
 
