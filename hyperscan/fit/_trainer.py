@@ -127,8 +127,10 @@ class Trainer:
         )
         # Calls go through the concrete function: a tf.function call matches its arguments and
         # captured variables against its traces first, which cost more host time than the call
-        # itself. The tf.function stays public so its compiled HLO can be inspected.
-        self.steps_function = tf.function(self._steps, jit_compile=settings.jit)
+        # itself. The tf.function stays public so its compiled HLO can be inspected. The loop
+        # is written in TensorFlow's own control flow, so AutoGraph, which would rewrite the
+        # source of every function it calls, is off: it took seconds of every worker's start.
+        self.steps_function = tf.function(self._steps, jit_compile=settings.jit, autograph=False)
         self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
 
     def _split(self, flat: tf.Tensor) -> list[tf.Tensor]:
