@@ -31,6 +31,24 @@ def _stderr_to_file():
             os.close(saved)
 
 
+@contextmanager
+def _keras_not_preloaded():
+    """`import tensorflow` imports Keras's optimizers (most of Keras, about a third of the
+    import time) only to register them for loading SavedModels, which hyperscan never does.
+    A None entry in sys.modules makes that import fail, which TensorFlow tolerates; the entry
+    is removed afterwards, so Keras still imports on demand."""
+    blocked = "keras.src.optimizers"
+    if blocked in sys.modules:
+        yield
+        return
+    sys.modules[blocked] = None
+    try:
+        yield
+    finally:
+        if sys.modules.get(blocked, 0) is None:
+            del sys.modules[blocked]
+
+
 def xla_cache_directory() -> Path:
     """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla``."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -74,7 +92,7 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> No
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     _enable_xla_cache()
-    with _stderr_to_file():
+    with _stderr_to_file(), _keras_not_preloaded():
         import tensorflow as tf
 
         gpus = tf.config.list_physical_devices("GPU")
