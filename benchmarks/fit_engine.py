@@ -425,7 +425,7 @@ def _compiled_loop(update: Callable[[object], object], carry: object, steps: int
     Each iteration feeds its result into the next, so XLA cannot hoist the work out.
     """
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)  # as the trainer traces its loop
     def run(c, n):
         return tf.while_loop(lambda i, c: i < n, lambda i, c: (i + 1, update(c)), (0, c))[1]
 

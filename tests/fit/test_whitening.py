@@ -156,7 +156,7 @@ def test_members_never_couple(dtype, jit, way):
     covmat, blocks, categories, systematics = _problem(rng)
     chi2_of = Chi2(_setup(way, covmat, blocks, categories, systematics), dtype)
 
-    @tf.function(jit_compile=jit)
+    @tf.function(jit_compile=jit, autograph=False)  # as the trainer traces its loop
     def value_and_gradient(r):
         with tf.GradientTape() as tape:
             tape.watch(r)
