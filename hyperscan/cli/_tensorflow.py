@@ -45,8 +45,8 @@ def _keras_not_preloaded():
     try:
         yield
     finally:
-        if sys.modules.get(blocked, 0) is None:
-            del sys.modules[blocked]
+        if sys.modules.get(blocked) is None:
+            sys.modules.pop(blocked, None)
 
 
 def xla_cache_directory() -> Path:
