@@ -41,11 +41,10 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fit_engine import NNPDF40_NODES, Samples, machine_info  # noqa: E402
 
-from hyperscan.data import FIT_BASIS, fit_to_fk_rotation  # noqa: E402
+from hyperscan.data import FIT_BASIS, fit_to_fk_rotation, load_problem  # noqa: E402
 from hyperscan.fit import (  # noqa: E402
     Trainer,
     build_members,
-    load_problem,
     replica_specs,
     trainer_settings,
 )

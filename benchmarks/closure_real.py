@@ -94,8 +94,8 @@ def fit_runcard(args: argparse.Namespace, seed: int):
 
 def closure_fit(args: argparse.Namespace, seed: int) -> dict:
     """One level-1 closure fit: its estimators (total and per dataset) and diagnostics."""
+    from hyperscan.data import load_problem
     from hyperscan.fit._fit import run_fit
-    from hyperscan.fit._members import load_problem
 
     card = fit_runcard(args, seed)
     problem = load_problem(card)

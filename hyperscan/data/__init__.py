@@ -17,6 +17,7 @@ from ._flavours import (
     flavour_combination,
     toy_pdf,
 )
+from ._from_runcard import load_problem
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
@@ -36,6 +37,7 @@ __all__ = [
     "fit_to_fk_rotation",
     "flavour_combination",
     "grid_predictions",
+    "load_problem",
     "load_real_dataset",
     "real_problem",
     "replica_data",

@@ -10,7 +10,7 @@ from hyperscan.fit._fit import (
     run_fit,
     trainer_settings,
 )
-from hyperscan.fit._members import MemberSpec, build_members, load_problem, replica_specs
+from hyperscan.fit._members import MemberSpec, build_members, replica_specs
 from hyperscan.fit._optimizers import OPTIMIZERS, clip_by_member_norm, make_optimizer
 from hyperscan.fit._output import (
     OutputExistsError,
@@ -50,7 +50,6 @@ __all__ = [
     "build_members",
     "check_output_dir",
     "clip_by_member_norm",
-    "load_problem",
     "make_optimizer",
     "output_xgrid",
     "replica_specs",

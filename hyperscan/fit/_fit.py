@@ -9,11 +9,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import Problem, experimental_chi2
+from hyperscan.data import Problem, experimental_chi2, load_problem
 from hyperscan.fit._members import (
     MemberSpec,
     build_members,
-    load_problem,
     redrawn_weights,
     replica_specs,
 )

@@ -7,14 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperscan.data import (
-    FIT_BASIS,
-    Problem,
-    closure_problem,
-    real_problem,
-    replica_data,
-    training_mask,
-)
+from hyperscan.data import FIT_BASIS, Problem, replica_data, training_mask
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, MemberInputs, initial_weights
 from hyperscan.runcard import FitRuncard
 
@@ -26,25 +19,6 @@ class MemberSpec:
     replica: int
     held_out: tuple[str, ...] = ()
     fold: int = -1
-
-
-def load_problem(runcard: FitRuncard) -> Problem:
-    real, closure = runcard.data.real, runcard.data.closure
-    if real is not None:
-        problem = real_problem(
-            [{"dataset": d.dataset, "variant": d.variant} for d in real.datasets],
-            q2min=real.q2min,
-            w2min=real.w2min,
-            t0=real.t0,
-            closure_level=None if real.closure is None else real.closure.level,
-            closure_seed=0 if real.closure is None else real.closure.seed,
-        )
-    else:
-        assert closure is not None  # the schema requires one of them
-        problem = closure_problem(closure.size, level=closure.level, seed=closure.seed)
-    if runcard.data.datasets != "all":
-        problem = problem.select(list(runcard.data.datasets))
-    return problem
 
 
 def replica_specs(runcard: FitRuncard) -> list[MemberSpec]:

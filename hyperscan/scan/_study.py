@@ -9,8 +9,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from hyperscan import __version__
-from hyperscan.data import Problem
-from hyperscan.fit import load_problem
+from hyperscan.data import Problem, load_problem
 from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
 from hyperscan.scan._storage import load_study, storage_url, study_names
 

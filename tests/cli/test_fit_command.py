@@ -10,8 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from hyperscan.cli import main
-from hyperscan.data import experimental_chi2, grid_predictions
-from hyperscan.fit import load_problem
+from hyperscan.data import experimental_chi2, grid_predictions, load_problem
 from hyperscan.runcard import load_fit_runcard
 
 TINY = {

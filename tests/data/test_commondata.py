@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import yaml
 
-from hyperscan.data import REAL_DATASETS, load_real_dataset, real_problem
+from hyperscan.data import REAL_DATASETS, load_problem, load_real_dataset, real_problem
 from hyperscan.data._commondata import default_cache_dir, read_commondata
 from hyperscan.data._real import REAL_DATA_DIR
-from hyperscan.fit._members import load_problem
 from hyperscan.runcard import RuncardError, parse_fit_runcard
 from hyperscan.runcard import _real_datasets as meta
 from hyperscan.runcard._real_datasets import RealDataError

@@ -10,10 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperscan.data import REAL_DATASETS, fit_to_fk_rotation, load_real_dataset, toy_pdf
+from hyperscan.data import (
+    REAL_DATASETS,
+    fit_to_fk_rotation,
+    load_problem,
+    load_real_dataset,
+    toy_pdf,
+)
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 from hyperscan.data._real import REAL_DATA_DIR, experimental_covariance, real_problem
-from hyperscan.fit._members import load_problem
 from hyperscan.runcard import RuncardError, parse_fit_runcard
 
 HERA = sorted(n for n in REAL_DATASETS if n.startswith("HERA"))

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from hyperscan.data import load_problem
 from hyperscan.fit import (
     build_ensemble,
     build_members,
-    load_problem,
     replica_specs,
     run_fit,
     trainer_settings,

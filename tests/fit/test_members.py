@@ -6,8 +6,8 @@ import dataclasses
 
 import numpy as np
 
-from hyperscan.data import FIT_BASIS
-from hyperscan.fit import build_members, load_problem, replica_specs, run_fit, trainer_settings
+from hyperscan.data import FIT_BASIS, load_problem
+from hyperscan.fit import build_members, replica_specs, run_fit, trainer_settings
 
 
 def _settings(card, **changes):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import FIT_BASIS, experimental_chi2
-from hyperscan.fit import build_ensemble, load_problem, run_fit
+from hyperscan.data import FIT_BASIS, experimental_chi2, load_problem
+from hyperscan.fit import build_ensemble, run_fit
 from hyperscan.model import VALENCE_SUM_RULES
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hyperscan.fit import build_members, load_problem, replica_specs
+from hyperscan.data import load_problem
+from hyperscan.fit import build_members, replica_specs
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.model._chi2 import Chi2, DenseBlock, NuisanceBlock, whitening
 
