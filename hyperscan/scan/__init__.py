@@ -3,7 +3,7 @@
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._export import best_trial, export_best, write_atomically
 from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
-from hyperscan.scan._objective import Objective, WorkerStopping, member_specs, trashed
+from hyperscan.scan._objective import Objective, WorkerStopping, member_specs
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._status import state_counts, status_text
@@ -18,7 +18,15 @@ from hyperscan.scan._storage import (
     resolve_url,
     study_names,
 )
-from hyperscan.scan._study import ScanError, StudySetup, check_runcard, create_study, open_study
+from hyperscan.scan._study import (
+    ScanError,
+    StudySetup,
+    check_runcard,
+    create_study,
+    open_study,
+    study_problem,
+)
+from hyperscan.scan._trial_attrs import trashed
 from hyperscan.scan._worker import make_pruner, make_sampler, run_worker
 
 __all__ = [
@@ -54,6 +62,7 @@ __all__ = [
     "state_counts",
     "status_text",
     "study_names",
+    "study_problem",
     "suggest",
     "summary",
     "supervise",

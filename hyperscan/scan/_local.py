@@ -13,9 +13,9 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan.scan._objective import trashed
 from hyperscan.scan._status import state_counts
 from hyperscan.scan._storage import STORAGE_ENV, resolve_url
+from hyperscan.scan._trial_attrs import trashed
 
 POLL_SECONDS = 1.0
 

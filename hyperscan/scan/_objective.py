@@ -17,10 +17,7 @@ from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
-
-WORKER_ATTR = "worker"
-TRASHED_ATTR = "trashed"
-RETRY_OF_ATTR = "retry_of"
+from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, TRASHED_ATTR, WORKER_ATTR
 
 
 class WorkerStopping(Exception):
@@ -41,11 +38,6 @@ def member_specs(runcard: ScanRuncard) -> list[MemberSpec]:
         for k, fold in enumerate(runcard.scan.folds)
         for replica in replicas
     ]
-
-
-def trashed(trial: optuna.Trial) -> str | None:
-    """The reason a finished trial was trashed, None if it was not."""
-    return trial.user_attrs.get(TRASHED_ATTR)
 
 
 class Objective:

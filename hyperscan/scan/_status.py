@@ -8,8 +8,8 @@ from collections import Counter
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan.scan._objective import RETRY_OF_ATTR, WORKER_ATTR, trashed
 from hyperscan.scan._study import StudySetup
+from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, WORKER_ATTR, trashed
 
 
 def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:

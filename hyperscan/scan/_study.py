@@ -28,11 +28,10 @@ class ScanError(Exception):
 
 @dataclass(frozen=True)
 class StudySetup:
-    """What a worker needs: the study, its runcard and the data it was created for."""
+    """A study with the runcard it carries; :func:`study_problem` builds its data."""
 
     study: optuna.Study
     runcard: ScanRuncard
-    problem: Problem
     url: str  # the storage, password redacted
 
 
@@ -103,7 +102,7 @@ def create_study(
 
 
 def open_study(storage: BaseStorage, name: str) -> StudySetup:
-    """Load a study with its runcard, refusing data that differ from the study's."""
+    """Load a study with its runcard (status, export and workers start here)."""
     study = load_study(storage, name)
     text = study.user_attrs.get(RUNCARD_ATTR)
     if text is None:
@@ -118,12 +117,22 @@ def open_study(storage: BaseStorage, name: str) -> StudySetup:
             f"the runcard stored on study {name!r} is not valid for hyperscan {__version__} "
             f"(created by {study.user_attrs.get(VERSION_ATTR, 'an unknown version')}):\n{error}"
         ) from None
-    problem = load_problem(runcard)
-    expected = study.user_attrs.get(FINGERPRINT_ATTR)
+    return StudySetup(study, runcard, storage_url(storage))
+
+
+def study_problem(setup: StudySetup) -> Problem:
+    """The study's data as built here, refused if they differ from those it was created with.
+
+    Only workers need them: a worker with another hyperscan version or other data must not
+    add trials that cannot be compared with the rest.
+    """
+    problem = load_problem(setup.runcard)
+    expected = setup.study.user_attrs.get(FINGERPRINT_ATTR)
     if problem.fingerprint() != expected:
         raise ScanError(
-            f"the data this worker builds differ from those study {name!r} was created with "
-            f"(fingerprint {problem.fingerprint()[:12]} here, {str(expected)[:12]} in the "
-            "study); run workers with the hyperscan version and data of the study"
+            f"the data this worker builds differ from those study {setup.study.study_name!r} "
+            f"was created with (fingerprint {problem.fingerprint()[:12]} here, "
+            f"{str(expected)[:12]} in the study); run workers with the hyperscan version and "
+            "data of the study"
         )
-    return StudySetup(study, runcard, problem, storage_url(storage))
+    return problem

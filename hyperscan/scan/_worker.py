@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._storage import load_study, open_storage
-from hyperscan.scan._study import open_study
+from hyperscan.scan._study import open_study, study_problem
 
 _logger = logging.getLogger(__name__)
 
@@ -139,6 +139,7 @@ def run_worker(
         storage_url, heartbeat_interval=heartbeat_interval, grace_period=grace_period
     )
     setup = open_study(storage, study_name)
+    problem = study_problem(setup)
     runcard = setup.runcard
     study = load_study(
         storage,
@@ -168,7 +169,7 @@ def run_worker(
         return _report(0, False, study, budget, walltime)
 
     stop = threading.Event()
-    objective = Objective(runcard, setup.problem, stop)
+    objective = Objective(runcard, problem, stop)
     done = 0
 
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:

@@ -618,6 +618,23 @@ def test_same_runcard_again_is_a_no_op(url, tmp_path):
     assert snapshot(url) == before
 
 
+def test_worker_refuses_data_other_than_the_study_s(url, tmp_path):
+    """A worker that builds other data (another hyperscan version, other tables) adds no
+    trial; status and export, which need no data, still answer."""
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    load_study(open_storage(url), "s").set_user_attr("hyperscan:data_fingerprint", "0" * 64)
+    before = snapshot(url)
+    message = assert_clean_failure(cli("worker", "--study", "s", "--storage", url))
+    assert "the data this worker builds differ from those study 's' was created with" in message
+    assert "000000000000 in the study" in message
+    assert snapshot(url) == before
+    status = cli("study", "status", "--study", "s", "--storage", url)
+    assert status.exit_code == 0, status.output
+    assert "trials: 0 complete" in status.stdout
+    export = cli("export", "--study", "s", "--storage", url, "-o", tmp_path / "best.yml")
+    assert "study 's' has no complete trial yet" in assert_clean_failure(export)
+
+
 # --------------------------------------------------------------------------- export → fit
 
 
