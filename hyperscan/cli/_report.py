@@ -13,7 +13,6 @@ from hyperscan.cli._common import (
     storage_option,
     study_option,
 )
-from hyperscan.cli._tensorflow import configure_tensorflow
 
 
 @click.command()
@@ -41,9 +40,6 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     """
     if output.exists() and not force:
         fail(f"{output} exists; use --force to replace it")
-    # The report needs no accelerator: keep TensorFlow (imported by hyperscan.scan) quiet and
-    # off the GPUs that workers on this node may be using.
-    configure_tensorflow("cpu")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)

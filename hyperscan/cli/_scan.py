@@ -18,16 +18,12 @@ from hyperscan.cli._common import (
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 
-def _prepare(device: str = "cpu", threads: int | None = None) -> None:
-    """Quiet TensorFlow and Optuna start-up; hyperscan prints its own summaries.
+def _quiet_optuna() -> None:
+    """Optuna logs every trial; hyperscan prints its own summaries.
 
-    Only workers need an accelerator: the other commands stay on the CPU, so a status query
-    or the dashboard on a GPU node takes no GPU memory.
+    Only `worker` imports TensorFlow: the other commands never fit, so they start in a
+    fraction of a second and take no GPU memory on a node where workers run.
     """
-    try:
-        configure_tensorflow(device, threads)
-    except ValueError as error:
-        fail(str(error))
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -67,7 +63,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
       hyperscan study create studies/quickstart-scan.yml --storage postgresql://user@db/scans
     """
     card = _load_scan_runcard(runcard)
-    _prepare()
+    _quiet_optuna()
     from hyperscan.scan import create_study, open_storage
 
     name = name or runcard.stem
@@ -84,7 +80,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 @storage_option
 def study_status(name: str, storage: str | None) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
-    _prepare()
+    _quiet_optuna()
     from hyperscan.scan import open_storage, open_study, status_text
 
     try:
@@ -120,7 +116,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
       hyperscan study copy --from hyperscan.journal --to postgresql://user@db/scans \\
           --study quickstart-scan
     """
-    _prepare()
+    _quiet_optuna()
     from hyperscan.scan import copy_study, counts_line, redact
 
     try:
@@ -191,7 +187,11 @@ def worker(
       hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
-    _prepare(device, threads)
+    try:
+        configure_tensorflow(device, threads)
+    except ValueError as error:
+        fail(str(error))
+    _quiet_optuna()
     from hyperscan.scan import run_worker, trial_line
 
     def show(trial) -> None:
@@ -237,7 +237,7 @@ def _walltime_reason(report) -> str:
 @force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
-    _prepare()
+    _quiet_optuna()
     from hyperscan.scan import export_best, open_storage, open_study, write_atomically
 
     try:
@@ -259,7 +259,7 @@ def export(name: str, storage: str | None, output: Path, force: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 def dashboard(storage: str | None, host: str, port: int) -> None:
     """Serve optuna-dashboard for the storage (local only by default)."""
-    _prepare()
+    _quiet_optuna()
     from optuna_dashboard import run_server
 
     from hyperscan.scan import open_storage
@@ -293,7 +293,7 @@ def scan(
       hyperscan scan studies/quickstart-scan.yml --workers 2
     """
     card = _load_scan_runcard(runcard)
-    _prepare()
+    _quiet_optuna()
     from hyperscan.scan import (
         counts_line,
         create_study,

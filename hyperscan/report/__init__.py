@@ -2,8 +2,8 @@
 """Reports for people: an HTML page per study, PNG plots per fit (matplotlib, no network).
 
 Above ``scan`` and ``fit`` (it reads studies and fit folders), below ``cli``. The fit plots need
-only numpy and ``hyperscan.data``; the study report imports ``hyperscan.scan`` lazily, so that
-``hyperscan plot`` does not pay for TensorFlow.
+only numpy and ``hyperscan.data``; the study report imports Optuna and ``hyperscan.scan``
+lazily, so that ``hyperscan plot`` does not pay for them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,15 @@
-"""The scan service: studies, workers, replica statistics, trash rule, export."""
+"""The scan service: studies, workers, replica statistics, trash rule, export.
+
+Only workers fit: the objective and the worker loop, which import TensorFlow (seconds, and
+hundreds of MB), load on first use, so that study creation, status, export, copies, reports
+and the dashboard start fast and stay small.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._export import best_trial, export_best, write_atomically
 from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
-from hyperscan.scan._objective import Objective, WorkerStopping, member_specs
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._status import state_counts, status_text
@@ -27,7 +33,19 @@ from hyperscan.scan._study import (
     study_problem,
 )
 from hyperscan.scan._trial_attrs import trashed
-from hyperscan.scan._worker import make_pruner, make_sampler, run_worker
+
+if TYPE_CHECKING:
+    from hyperscan.scan._objective import Objective, WorkerStopping, member_specs
+    from hyperscan.scan._worker import make_pruner, make_sampler, run_worker
+
+_FITTING = {
+    "Objective": "_objective",
+    "WorkerStopping": "_objective",
+    "member_specs": "_objective",
+    "make_pruner": "_worker",
+    "make_sampler": "_worker",
+    "run_worker": "_worker",
+}
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -71,3 +89,11 @@ __all__ = [
     "trial_value",
     "write_atomically",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FITTING:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_FITTING[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
