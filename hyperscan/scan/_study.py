@@ -128,10 +128,11 @@ def study_problem(setup: StudySetup) -> Problem:
     """
     problem = load_problem(setup.runcard)
     expected = setup.study.user_attrs.get(FINGERPRINT_ATTR)
-    if problem.fingerprint() != expected:
+    here = problem.fingerprint()  # hashes every array of the data: once
+    if here != expected:
         raise ScanError(
             f"the data this worker builds differ from those study {setup.study.study_name!r} "
-            f"was created with (fingerprint {problem.fingerprint()[:12]} here, "
+            f"was created with (fingerprint {here[:12]} here, "
             f"{str(expected)[:12]} in the study); run workers with the hyperscan version and "
             "data of the study"
         )
