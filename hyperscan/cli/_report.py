@@ -10,6 +10,7 @@ from hyperscan.cli._common import (
     fail,
     force_option,
     output_file_option,
+    quiet_optuna,
     storage_option,
     study_option,
 )
@@ -40,9 +41,7 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     """
     if output.exists() and not force:
         fail(f"{output} exists; use --force to replace it")
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically
     from hyperscan.scan._storage import storage_url

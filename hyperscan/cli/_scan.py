@@ -12,21 +12,11 @@ from hyperscan.cli._common import (
     fail,
     force_option,
     output_file_option,
+    quiet_optuna,
     storage_option,
     study_option,
 )
 from hyperscan.cli._tensorflow import configure_tensorflow
-
-
-def _quiet_optuna() -> None:
-    """Optuna logs every trial; hyperscan prints its own summaries.
-
-    Only `worker` imports TensorFlow: the other commands never fit, so they start in a
-    fraction of a second and take no GPU memory on a node where workers run.
-    """
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def _scan_errors():
@@ -63,7 +53,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
       hyperscan study create studies/quickstart-scan.yml --storage postgresql://user@db/scans
     """
     card = _load_scan_runcard(runcard)
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import create_study, open_storage
 
     name = name or runcard.stem
@@ -80,7 +70,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 @storage_option
 def study_status(name: str, storage: str | None) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import open_storage, open_study, status_text
 
     try:
@@ -116,7 +106,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
       hyperscan study copy --from hyperscan.journal --to postgresql://user@db/scans \\
           --study quickstart-scan
     """
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import copy_study, counts_line, redact
 
     try:
@@ -191,7 +181,7 @@ def worker(
         configure_tensorflow(device, threads)
     except ValueError as error:
         fail(str(error))
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import run_worker, trial_line
 
     def show(trial) -> None:
@@ -237,7 +227,7 @@ def _walltime_reason(report) -> str:
 @force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import export_best, open_storage, open_study, write_atomically
 
     try:
@@ -259,7 +249,7 @@ def export(name: str, storage: str | None, output: Path, force: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
 def dashboard(storage: str | None, host: str, port: int) -> None:
     """Serve optuna-dashboard for the storage (local only by default)."""
-    _quiet_optuna()
+    quiet_optuna()
     from optuna_dashboard import run_server
 
     from hyperscan.scan import open_storage
@@ -293,7 +283,7 @@ def scan(
       hyperscan scan studies/quickstart-scan.yml --workers 2
     """
     card = _load_scan_runcard(runcard)
-    _quiet_optuna()
+    quiet_optuna()
     from hyperscan.scan import (
         counts_line,
         create_study,
