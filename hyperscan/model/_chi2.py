@@ -440,8 +440,7 @@ class Chi2:
             gap = tf.zeros([members, start - position], self._dtype)
             lhs = tf.concat([masked[category][:, start:stop] for category in categories], 0)
             pulls = tf.reshape(lhs @ scaled, kernel_inverse.shape[:-1])  # (C, M, k)
-            # k is small: a broadcast product, not many tiny mat-vecs
-            nuisance = tf.reduce_sum(kernel_inverse * tf.cast(pulls, tf.float64)[..., None, :], -1)
+            nuisance = tf.linalg.matvec(kernel_inverse, tf.cast(pulls, tf.float64))
             nuisance = tf.cast(nuisance, self._dtype)
             fits = tf.matmul(nuisance, scaled, transpose_b=True)  # (C, M, n)
             for category in fitted:
