@@ -19,6 +19,10 @@ _SIGMA, _GLUON = FIT_BASIS.index("Sigma"), FIT_BASIS.index("g")
 # n3fit's positivity penalty: elu(-y) with a tiny slope on the allowed side.
 POSITIVITY_ELU_ALPHA = 1e-7
 
+# float32 means float32 on GPUs too: TensorFlow would otherwise run float32 matmuls there in
+# TensorFloat-32, whose 10-bit mantissa spoils χ² at the 1e-3 level. CPUs ignore the setting.
+tf.config.experimental.enable_tensor_float_32_execution(False)
+
 
 @dataclass(frozen=True)
 class MemberInputs:

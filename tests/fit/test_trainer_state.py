@@ -1,4 +1,5 @@
-"""The trainer's state lives in device variables between calls."""
+"""What the trainer leaves on the device: its state in variables between calls, and the
+products it compiles."""
 
 from __future__ import annotations
 
@@ -32,3 +33,12 @@ def test_the_state_carries_over_from_one_call_to_the_next(make_card):
     assert (first.step, second.step) == (3, 7)
     assert np.array_equal(trainer.state["member_steps"].numpy(), [7, 7])
     assert not np.array_equal(first.chi2, second.chi2)
+
+
+def test_every_product_of_the_compiled_loop_is_full_float32(make_card):
+    # On a GPU, XLA runs float32 products at default precision in TensorFloat-32.
+    trainer = _trainer(make_card(replicas=[1, 2], epochs=5, training={"precision": "float32"}))
+    hlo = trainer.steps_function.experimental_get_compiler_ir(tf.constant(1))(stage="hlo")
+    products = [line for line in hlo.splitlines() if " dot(" in line]
+    assert products
+    assert all("operand_precision={highest,highest}" in line for line in products)
