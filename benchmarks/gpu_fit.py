@@ -12,26 +12,29 @@ The same script runs on a CPU (``--device cpu``) for a like-for-like figure.
 from __future__ import annotations
 
 import argparse
-import shutil
-import subprocess
 import sys
 import time
 
-import numpy as np
+from gpu_monitor import GpuSampler
 
 from hyperscan.cli._tensorflow import configure_tensorflow
 
 TARGET_SECONDS = 5.0  # issue #4: 100 replicas x 1000 epochs on an H200
 
 
-def sampler() -> subprocess.Popen | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    query = "timestamp,utilization.gpu,memory.used,power.draw"
-    return subprocess.Popen(
-        ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-lms", "100"],
-        stdout=subprocess.PIPE,
-        text=True,
+def benchmark_card(replicas: int, epochs: int, steps_per_call: int, size: str = "nnpdf40"):
+    """The fit timed: a closure problem, float32, patience 1.0 so that every replica runs
+    every epoch."""
+    from hyperscan.runcard import FitRuncard
+
+    return FitRuncard.model_validate(
+        {
+            "data": {"closure": {"size": size, "level": 1}},
+            "replicas": replicas,
+            "epochs": epochs,
+            "stopping": {"patience": 1.0},
+            "training": {"precision": "float32", "steps_per_call": steps_per_call},
+        }
     )
 
 
@@ -49,20 +52,11 @@ def main() -> None:
     import tensorflow as tf
 
     from hyperscan.fit import run_fit
-    from hyperscan.runcard import FitRuncard
 
-    card = FitRuncard.model_validate(
-        {
-            "data": {"closure": {"size": "nnpdf40", "level": 1}},
-            "replicas": args.replicas,
-            "epochs": args.epochs,
-            "stopping": {"patience": 1.0},
-            "training": {"precision": "float32", "steps_per_call": args.steps_per_call},
-        }
-    )
+    card = benchmark_card(args.replicas, args.epochs, args.steps_per_call)
     devices = tf.config.list_logical_devices("GPU")
     print(f"TensorFlow {tf.__version__}, devices: {[d.name for d in devices] or ['CPU only']}")
-    smi = sampler()
+    gpu = GpuSampler()
     syncs: list[tuple[float, int]] = []  # (time, step) at each sync
 
     def on_sync(report) -> None:
@@ -71,10 +65,7 @@ def main() -> None:
     started = time.time()
     result = run_fit(card, on_sync=on_sync)
     wall = time.time() - started
-    rows: list[list[str]] = []
-    if smi is not None:
-        smi.terminate()
-        rows = [line.split(", ") for line in smi.communicate()[0].splitlines() if line]
+    utilisation = gpu.summary()
     done = result.count("ok") + result.count("pos-veto")
     print(
         f"nnpdf40 closure, {args.replicas} replicas x {result.steps} epochs: {done} finished, "
@@ -93,16 +84,7 @@ def main() -> None:
             f"{args.epochs} epochs at that rate: {steady * args.epochs:.2f} s"
         )
     print(f"  target: {args.replicas} x {args.epochs} in ≤ {TARGET_SECONDS:.0f} s on an H200")
-    if rows:
-        util = np.array([float(r[1]) for r in rows if len(r) >= 4 and r[1].strip().isdigit()])
-        memory = np.array([float(r[2]) for r in rows if len(r) >= 4 and r[2].strip().isdigit()])
-        print(
-            f"  GPU utilisation (nvidia-smi, {util.size} samples over the whole fit): "
-            f"mean {util.mean():.0f}%, median {np.median(util):.0f}%, max {util.max():.0f}%; "
-            f"memory used up to {memory.max():.0f} MiB"
-        )
-    else:
-        print("  no nvidia-smi: no utilisation figures")
+    print(f"  over the whole fit, {utilisation}")
 
 
 if __name__ == "__main__":

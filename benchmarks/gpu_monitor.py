@@ -1,0 +1,49 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""GPU utilisation over a benchmark's run, from ``nvidia-smi`` sampled in the background.
+
+Standard library and numpy only: gpu_fit.py (TensorFlow) and xla_bundle.py (no TensorFlow)
+both use it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import numpy as np
+
+
+class GpuSampler:
+    """Samples utilisation and memory every `interval_ms` from creation to `summary()`."""
+
+    def __init__(self, interval_ms: int = 100) -> None:
+        self._process = None
+        if shutil.which("nvidia-smi") is not None:
+            self._process = subprocess.Popen(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=utilization.gpu,memory.used",
+                    "--format=csv,noheader,nounits",
+                    f"-lms={interval_ms}",
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+
+    def summary(self) -> str:
+        """Stops sampling; one line: mean, median and peak utilisation, peak memory."""
+        if self._process is None:
+            return "no nvidia-smi: no utilisation figures"
+        self._process.terminate()
+        rows = [line.split(", ") for line in self._process.communicate()[0].splitlines()]
+        samples = np.array(
+            [[float(r[0]), float(r[1])] for r in rows if len(r) == 2 and r[0].strip().isdigit()]
+        )
+        if samples.size == 0:
+            return "nvidia-smi gave no samples"
+        utilisation, memory = samples[:, 0], samples[:, 1]
+        return (
+            f"GPU utilisation (nvidia-smi, {utilisation.size} samples): mean "
+            f"{utilisation.mean():.0f}%, median {np.median(utilisation):.0f}%, max "
+            f"{utilisation.max():.0f}%; memory used up to {memory.max():.0f} MiB"
+        )
