@@ -9,6 +9,7 @@ from hyperscan.fit._fit import (
     output_xgrid,
     run_fit,
     trainer_settings,
+    usable_starts,
 )
 from hyperscan.fit._members import MemberSpec, build_members, replica_specs
 from hyperscan.fit._optimizers import OPTIMIZERS, clip_by_member_norm, make_optimizer
@@ -57,5 +58,6 @@ __all__ = [
     "run_fit",
     "summary",
     "trainer_settings",
+    "usable_starts",
     "write_fit",
 ]

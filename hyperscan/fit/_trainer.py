@@ -146,6 +146,12 @@ class Trainer:
         return [p.numpy() for p in self._split(self._variables["params"])]
 
     @property
+    def variables(self) -> dict:
+        """The state's device variables by name, as the compiled loop reads and updates them
+        (benchmarks/xla_bundle.py exports them with the loop)."""
+        return self._variables
+
+    @property
     def state(self) -> dict:
         """The current state as a nest of tensors (a snapshot, not the variables)."""
         return tf.nest.map_structure(tf.cast, self._variables, self._dtypes)

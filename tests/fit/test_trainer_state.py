@@ -18,7 +18,7 @@ def test_no_state_variable_is_of_a_type_a_gpu_keeps_on_the_host(make_card):
     # TensorFlow places int32 variables in host memory, which a loop compiled for a GPU
     # cannot update in place.
     trainer = _trainer(make_card(replicas=[1, 2], epochs=5))
-    dtypes = {variable.dtype for variable in tf.nest.flatten(trainer._variables)}
+    dtypes = {variable.dtype for variable in tf.nest.flatten(trainer.variables)}
     assert dtypes.isdisjoint({tf.int32, tf.bool})
     # The loop still sees its counters and flags in their own types.
     state = trainer.state
