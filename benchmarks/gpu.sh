@@ -6,7 +6,8 @@
 #                           TensorFlow; otherwise a venv .venv-gpu is made with
 #                           pip install -e . 'tensorflow[and-cuda]' (needs PyPI once, ~3 GB)
 # Prints the GPU (nvidia-smi), then benchmarks/gpu_fit.py's figures, then the same fit's
-# first 100 epochs on the CPU for scale.
+# first 100 epochs on the CPU for scale. A node with jaxlib but no TensorFlow runs the same
+# fit through benchmarks/xla_bundle.py instead (exported where hyperscan runs).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPLICAS="${1:-100}"
@@ -21,7 +22,8 @@ if [ -z "${PYTHON:-}" ]; then
       rm -rf "$VENV"  # no half-made environment for the next try to trust
       echo "gpu.sh: could not install TensorFlow 2.21 with CUDA into $VENV (is a package" \
         "index reachable from this node?); set PYTHON to a Python that has hyperscan and" \
-        "a CUDA build of TensorFlow 2.21 (~3 GB with its CUDA 12 libraries)" >&2
+        "a CUDA build of TensorFlow 2.21 (~3 GB with its CUDA 12 libraries), or, where" \
+        "jaxlib is installed, use benchmarks/xla_bundle.py" >&2
       exit 2
     fi
   fi
