@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""GPU utilisation over a benchmark's run, from ``nvidia-smi`` sampled in the background.
+"""What the GPU benchmarks share: the H200 target, and GPU utilisation over a run from
+``nvidia-smi`` sampled in the background.
 
 Standard library and numpy only: gpu_fit.py (TensorFlow) and xla_bundle.py (no TensorFlow)
 both use it.
@@ -11,6 +12,8 @@ import shutil
 import subprocess
 
 import numpy as np
+
+TARGET_SECONDS = 5.0  # issue #4: 100 replicas x 1000 epochs on an H200
 
 
 class GpuSampler:
