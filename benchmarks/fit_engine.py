@@ -619,12 +619,34 @@ def member_step_flops(setup: Setup) -> float:
     return float(network + fk + model.whitening_flops())
 
 
+def vector_extensions(flags: set[str]) -> str:
+    """The CPU's widest float vector units, from its /proc/cpuinfo flags.
+
+    They decide how far the step can get towards the matmul peak: AVX-512 doubles the peak
+    that the FK products can use but not the speed of the step's small kernels
+    (docs/performance.md).
+    """
+    if "avx512f" in flags:
+        widest = "AVX-512"
+    elif "avx2" in flags:
+        widest = "AVX2"
+    elif "avx" in flags:
+        widest = "AVX"
+    else:
+        return "no AVX"
+    return f"{widest} with AMX" if "amx_tile" in flags else widest
+
+
 def machine_info() -> str:
     model_name = platform.processor() or "?"
+    extensions = "?"
     try:
         with open("/proc/cpuinfo") as cpuinfo:
-            names = [line.split(":", 1)[1].strip() for line in cpuinfo if "model name" in line]
+            lines = cpuinfo.read().splitlines()
+        names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
         model_name = names[0] if names else model_name
+        flags = next((line.split(":", 1)[1] for line in lines if line.startswith("flags")), "")
+        extensions = vector_extensions(set(flags.split())) if flags else extensions
     except OSError:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -634,7 +656,7 @@ def machine_info() -> str:
     return "\n".join(
         [
             f"date: {datetime.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}",
-            f"machine: {cores} cores ({model_name}), load average at start {load}",
+            f"machine: {cores} cores ({model_name}; {extensions}), load average at start {load}",
             f"TensorFlow {tf.__version__}, Keras {keras.__version__}, numpy {np.__version__}, "
             f"Python {platform.python_version()}; devices: {devices}; "
             f"intra-op threads: {threads}",

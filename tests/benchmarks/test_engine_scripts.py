@@ -40,6 +40,20 @@ def test_the_timed_loop_runs_k_steps_per_call_without_retracing(fit_engine):
         assert not np.array_equal(weights, first)  # 30 more steps moved every tensor
 
 
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [
+        ("fpu sse2 avx avx2 fma avx512f avx512dq avx512bw amx_bf16 amx_tile", "AVX-512 with AMX"),
+        ("fpu sse2 avx avx2 fma avx512f avx512dq avx512bw", "AVX-512"),
+        ("fpu sse2 avx avx2 fma", "AVX2"),
+        ("fpu sse2 avx", "AVX"),
+        ("fpu sse2", "no AVX"),
+    ],
+)
+def test_the_header_names_the_widest_vector_units(fit_engine, flags, expected):
+    assert fit_engine.vector_extensions(set(flags.split())) == expected
+
+
 def test_the_breakdown_times_every_stage_of_the_step(fit_engine):
     runners = fit_engine.breakdown_runners(fit_engine.build_setup("tiny", 2, (4,)), steps=2)
     assert "+ Nadam, clipping, stopping" in runners
