@@ -48,8 +48,6 @@ ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT.parent / "shared" / "peer"
 FIT_STUDY = ROOT / "studies" / "dis-nlo.yml"
 HYPERSCAN = Path(sys.executable).parent / "hyperscan"
-# n3fit's exportgrid columns, x·f in the flavour basis.
-EXPORT_LABELS = ("TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON", "D", "U", "S", "C")
 # hyperscan's 9 evolution functions (_physical_to_evolution rows) and their FK-basis rows.
 EVOLUTION_9 = ("Sigma", "g", "V", "V3", "V8", "V15", "T3", "T8", "T15")
 PHYSICAL = ("U", "UBAR", "D", "DBAR", "S", "SBAR", "C", "CBAR", "GLUON")

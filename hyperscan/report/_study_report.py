@@ -183,12 +183,6 @@ def history_figure(trials: _Trials, label: str) -> Figure:
     return figure
 
 
-def _numeric(trials: list[FrozenTrial], name: str) -> tuple[np.ndarray, np.ndarray]:
-    x = np.array([float(t.params[name]) for t in trials], dtype=float)
-    y = np.array([t.value for t in trials], dtype=float)
-    return x, y
-
-
 def _parameter_order(trials: list[FrozenTrial]) -> list[str]:
     """Parameters in the order the space draws them, siblings together: optimizer,
     adam.learning_rate, nadam.learning_rate, adam.clipnorm, ..., layers, units_1, units_2, ...

@@ -90,10 +90,6 @@ class CommondataFiles:
     fk_tables: tuple[tuple[str, ...], ...]
     variants: tuple[str, ...]
 
-    def paths(self) -> tuple[Path, ...]:
-        files = (self.data_central, *self.data_uncertainties, self.kinematics)
-        return tuple(self.folder / f for f in files)
-
 
 def _missing_nnpdf(name: str) -> RealDataError:
     return RealDataError(f"{name}: reading commondata needs nnpdf-data, which is not installed: "
