@@ -8,10 +8,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hyperscan.data import load_problem
+from hyperscan.data import load_problem, real_problem
 from hyperscan.fit import build_members, replica_specs
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
-from hyperscan.model._chi2 import Chi2, DenseBlock, NuisanceBlock, whitening
+from hyperscan.model._chi2 import (
+    FLOAT32_KERNEL_MAX_NORM,
+    Chi2,
+    DenseBlock,
+    NuisanceBlock,
+    whitening,
+)
 
 SCHEMES = ("direct", "complement", "auto")
 # The dense schemes, and "nuisance": systematics given, the blocks with few take that way.
@@ -147,6 +153,70 @@ def test_ill_conditioned_block_in_float32(way):
     chi2 = Chi2(setup, tf.float32)(tf.constant(residuals, tf.float32)).numpy()
     expected, _ = _reference(covmat, (slice(0, n),), categories, residuals)
     np.testing.assert_allclose(chi2[:, :2], expected[:, :2], rtol=1e-3)
+
+
+def _kernel_dtypes(chi2_of: Chi2) -> list[tf.DType]:
+    return [kernel_inverse.dtype for *_, kernel_inverse in chi2_of._nuisance]
+
+
+def test_a_float32_fit_keeps_k_inverse_in_float32_only_where_k_is_mild():
+    """_problem's blocks are mild (‖K‖ ≤ 1 + ‖S̃‖² < 100), the ill-conditioned one is not; a
+    float64 fit keeps float64 throughout, and the mild blocks' χ² and gradient stay within
+    float32 rounding of the solve."""
+    rng = np.random.default_rng(5)
+    covmat, blocks, categories, systematics = _problem(rng)
+    setup = _setup("nuisance", covmat, blocks, categories, systematics)
+    bounds = [s.kernel_norm_bound for s in setup.segments if isinstance(s, NuisanceBlock)]
+    assert len(bounds) == 2 and max(bounds) < FLOAT32_KERNEL_MAX_NORM
+    assert _kernel_dtypes(Chi2(setup, tf.float32)) == [tf.float32, tf.float32]
+    assert _kernel_dtypes(Chi2(setup, tf.float64)) == [tf.float64, tf.float64]
+    residuals = rng.standard_normal((categories.shape[0], covmat.shape[0]))
+    chi2, gradient = _chi2_and_gradient(setup, residuals, tf.float32)
+    expected, expected_gradient = _reference(covmat, blocks, categories, residuals)
+    np.testing.assert_allclose(chi2, expected, rtol=2e-6, atol=1e-6)
+    for c in range(3):
+        scale = np.abs(expected_gradient[c]).max()
+        assert np.max(np.abs(gradient[c] - expected_gradient[c])) <= 1e-5 * scale
+
+    n = 120
+    sigma = rng.uniform(0.5, 2.0, n)
+    stiff = [((sigma * 2e-2) ** 2, rng.standard_normal((n, 4)) * sigma[:, None] * 20.0)]
+    covmat = np.diag(stiff[0][0]) + stiff[0][1] @ stiff[0][1].T
+    categories = np.where(rng.random((4, n)) < 0.75, TRAINING, VALIDATION)
+    setup = _setup("nuisance", covmat, (slice(0, n),), categories, stiff)
+    assert setup.segments[0].kernel_norm_bound > 1e6
+    assert _kernel_dtypes(Chi2(setup, tf.float32)) == [tf.float64]
+
+
+def test_real_dis_chi2_in_float32_with_the_hera_k_inverse_in_float32():
+    """HERA's 168 systematics give the one large K⁻¹ (‖K‖ ≤ 97: float32); BCDMS's is stiff
+    (float64). With residuals drawn from the covariance, as a fit leaves them, χ² and HERA's
+    gradient stay within float32 rounding of the float64 computation (the stiff block's
+    gradient carries float32's larger error either way: its K⁻¹ is float64)."""
+    problem = real_problem()
+    blocks = problem.blocks()
+    systematics = [
+        (problem.uncorrelated_variance[block], problem.block_systematics(block)) for block in blocks
+    ]
+    rng = np.random.default_rng(6)
+    members = 8
+    categories = np.where(rng.random((members, problem.n_data)) < 0.75, TRAINING, VALIDATION)
+    setup = whitening(problem.covmat, blocks, categories, systematics=systematics)
+    nuisance = [s for s in setup.segments if isinstance(s, NuisanceBlock)]
+    hera = max(nuisance, key=lambda s: s.scaled_systematics.shape[1])
+    assert hera.scaled_systematics.shape[1] == 168
+    dtypes = _kernel_dtypes(Chi2(setup, tf.float32))
+    assert dtypes[nuisance.index(hera)] == tf.float32
+    assert tf.float64 in dtypes  # the stiff block
+    draws = rng.standard_normal((problem.n_data, members))
+    residuals = (np.linalg.cholesky(problem.covmat) @ draws).T
+    chi2, gradient = _chi2_and_gradient(setup, residuals, tf.float32)
+    expected, expected_gradient = _chi2_and_gradient(setup, residuals, tf.float64)
+    np.testing.assert_allclose(chi2[:, :2], expected[:, :2], rtol=5e-6)
+    points = slice(hera.start, hera.stop)
+    for c in (TRAINING, VALIDATION):
+        error = gradient[c][:, points] - expected_gradient[c][:, points]
+        assert np.linalg.norm(error) <= 1e-5 * np.linalg.norm(expected_gradient[c][:, points])
 
 
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
