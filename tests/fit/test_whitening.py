@@ -129,15 +129,22 @@ def test_chi2_and_gradient_equal_the_solve(way):
         assert np.all(np.abs(gradient[c] - expected_gradient[c]) <= 1e-8 * scale)
 
 
+def _stiff_block(rng: np.random.Generator, n: int):
+    """σ, the covariance and its (σ², S) factors of one block like BCDMS: small uncorrelated
+    errors under large correlated systematics (cond ~1e9)."""
+    sigma = rng.uniform(0.5, 2.0, n)
+    systematics = rng.standard_normal((n, 4)) * sigma[:, None] * 20.0
+    variance = (sigma * 2e-2) ** 2
+    return sigma, np.diag(variance) + systematics @ systematics.T, [(variance, systematics)]
+
+
 @pytest.mark.parametrize("way", WAYS)
 def test_ill_conditioned_block_in_float32(way):
     """cond ~1e9 like BCDMS: small uncorrelated errors under large correlated systematics;
     residuals as a fit leaves them (drawn from the covariance) and generic ones."""
     rng = np.random.default_rng(2)
     n, members = 120, 16
-    sigma = rng.uniform(0.5, 2.0, n)
-    systematics = rng.standard_normal((n, 4)) * sigma[:, None] * 20.0
-    covmat = np.diag((sigma * 2e-2) ** 2) + systematics @ systematics.T
+    sigma, covmat, factors = _stiff_block(rng, n)
     assert 1e8 < np.linalg.cond(covmat) < 1e10
     categories = np.where(rng.random((members, n)) < 0.75, TRAINING, VALIDATION)
     factor = np.linalg.cholesky(covmat)
@@ -147,7 +154,6 @@ def test_ill_conditioned_block_in_float32(way):
             rng.standard_normal((members // 2, n)) * sigma,
         ]
     )
-    factors = [((sigma * 2e-2) ** 2, systematics)]
     setup = _setup(way, covmat, (slice(0, n),), categories, factors)
     assert isinstance(setup.segments[0], NuisanceBlock) == (way == "nuisance")
     chi2 = Chi2(setup, tf.float32)(tf.constant(residuals, tf.float32)).numpy()
@@ -179,9 +185,7 @@ def test_a_float32_fit_keeps_k_inverse_in_float32_only_where_k_is_mild():
         assert np.max(np.abs(gradient[c] - expected_gradient[c])) <= 1e-5 * scale
 
     n = 120
-    sigma = rng.uniform(0.5, 2.0, n)
-    stiff = [((sigma * 2e-2) ** 2, rng.standard_normal((n, 4)) * sigma[:, None] * 20.0)]
-    covmat = np.diag(stiff[0][0]) + stiff[0][1] @ stiff[0][1].T
+    _, covmat, stiff = _stiff_block(rng, n)
     categories = np.where(rng.random((4, n)) < 0.75, TRAINING, VALIDATION)
     setup = _setup("nuisance", covmat, (slice(0, n),), categories, stiff)
     assert setup.segments[0].kernel_norm_bound > 1e6
