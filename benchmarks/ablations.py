@@ -45,7 +45,7 @@ from hyperscan.data import FIT_BASIS, fit_to_fk_rotation, load_problem  # noqa: 
 from hyperscan.fit import (  # noqa: E402
     Trainer,
     build_members,
-    replica_specs,
+    member_specs,
     trainer_settings,
 )
 from hyperscan.model import TRAINING, EnsembleModel, sum_rule_quadrature  # noqa: E402
@@ -220,7 +220,7 @@ def build(size: str, replicas: int) -> Ensemble:
         }
     )
     problem = load_problem(card)
-    specs = replica_specs(card)
+    specs = member_specs(card.replica_ids)
     inputs, params = build_members(card, problem, specs)
     return Ensemble(card, problem, inputs, params)
 

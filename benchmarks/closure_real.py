@@ -224,10 +224,10 @@ def _member_predictions(card, problem, result) -> np.ndarray:
     import tensorflow as tf
 
     from hyperscan.data import fit_to_fk_rotation
-    from hyperscan.fit._members import build_members, replica_specs
+    from hyperscan.fit._members import build_members, member_specs
     from hyperscan.model import EnsembleModel
 
-    inputs, _ = build_members(card, problem, replica_specs(card))
+    inputs, _ = build_members(card, problem, member_specs(card.replica_ids))
     dtype = tf.float64 if card.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, card.architecture.activations, dtype=dtype)
     params = [tf.constant(p, dtype) for p in result.params]

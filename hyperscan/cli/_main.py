@@ -44,10 +44,12 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     Example:
       hyperscan fit studies/quickstart-fit.yml -o runs/quickstart
     """
+    from hyperscan.data import load_problem
     from hyperscan.runcard import RuncardError, dump_runcard, load_fit_runcard
 
     try:
         card = load_fit_runcard(runcard)
+        problem = load_problem(card, source=str(runcard))
     except RuncardError as error:
         fail(str(error))
     if outdir.exists() and not force:
@@ -57,11 +59,12 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         configure_tensorflow(threads=card.training.threads)
     except ValueError as error:
         fail(str(error))
-    from hyperscan.fit import ProgressBar, run_fit, summary, write_fit
+    from hyperscan.fit import ProgressBar, member_specs, run_fit, summary, write_fit
 
-    bar = ProgressBar(card.epochs, len(card.replica_ids), enabled=progress)
+    members = len(member_specs(card.replica_ids, card.folds))
+    bar = ProgressBar(card.epochs, members, enabled=progress)
     try:
-        result = run_fit(card, on_sync=bar)
+        result = run_fit(card, problem=problem, on_sync=bar)
     finally:
         bar.close()
     write_fit(

@@ -7,14 +7,18 @@ it without TensorFlow.
 
 from __future__ import annotations
 
-from hyperscan.runcard import FitRuncard
+from collections.abc import Sequence
+
+from hyperscan.runcard import FitRuncard, RuncardError
 
 from ._closure import closure_problem
 from ._problem import Problem
 from ._real import real_problem
 
 
-def load_problem(runcard: FitRuncard) -> Problem:
+def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
+    """The runcard's data; a dataset name (in ``data.datasets`` or ``folds``) that the data do
+    not have is a :class:`RuncardError` naming ``source``: only now can the names be checked."""
     real, closure = runcard.data.real, runcard.data.closure
     if real is not None:
         problem = real_problem(
@@ -29,5 +33,19 @@ def load_problem(runcard: FitRuncard) -> Problem:
         assert closure is not None  # the schema requires one of them
         problem = closure_problem(closure.size, level=closure.level, seed=closure.seed)
     if runcard.data.datasets != "all":
+        _check_names({"data.datasets": runcard.data.datasets}, problem, source)
         problem = problem.select(list(runcard.data.datasets))
+    _check_names({f"folds[{k}]": fold for k, fold in enumerate(runcard.folds)}, problem, source)
     return problem
+
+
+def _check_names(lists: dict[str, Sequence[str]], problem: Problem, source: str) -> None:
+    available = problem.names
+    unknown = [
+        (f"{key}[{i}]", f"no dataset {name!r}; datasets: {', '.join(available)}")
+        for key, names in lists.items()
+        for i, name in enumerate(names)
+        if name not in available
+    ]
+    if unknown:
+        raise RuncardError(unknown, source=source)

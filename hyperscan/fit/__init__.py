@@ -11,7 +11,7 @@ from hyperscan.fit._fit import (
     trainer_settings,
     usable_starts,
 )
-from hyperscan.fit._members import MemberSpec, build_members, replica_specs
+from hyperscan.fit._members import MemberSpec, build_members, member_specs
 from hyperscan.fit._optimizers import OPTIMIZERS, clip_by_member_norm, make_optimizer
 from hyperscan.fit._output import (
     OutputExistsError,
@@ -52,8 +52,8 @@ __all__ = [
     "check_output_dir",
     "clip_by_member_norm",
     "make_optimizer",
+    "member_specs",
     "output_xgrid",
-    "replica_specs",
     "results_document",
     "run_fit",
     "summary",

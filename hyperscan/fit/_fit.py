@@ -13,8 +13,8 @@ from hyperscan.data import Problem, experimental_chi2, load_problem
 from hyperscan.fit._members import (
     MemberSpec,
     build_members,
+    member_specs,
     redrawn_weights,
-    replica_specs,
 )
 from hyperscan.fit._trainer import (
     DIVERGED,
@@ -104,7 +104,9 @@ def build_ensemble(
     its members (the runcard's replicas unless given) and their initial weights, not yet
     checked by `usable_starts`."""
     problem = problem if problem is not None else load_problem(runcard)
-    specs = list(members) if members is not None else replica_specs(runcard)
+    specs = (
+        list(members) if members is not None else member_specs(runcard.replica_ids, runcard.folds)
+    )
     inputs, params = build_members(runcard, problem, specs)
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)

@@ -21,8 +21,20 @@ class MemberSpec:
     fold: int = -1
 
 
-def replica_specs(runcard: FitRuncard) -> list[MemberSpec]:
-    return [MemberSpec(replica) for replica in runcard.replica_ids]
+def member_specs(replicas: Sequence[int], folds: Sequence[Sequence[str]] = ()) -> list[MemberSpec]:
+    """Members = folds × replicas, fold by fold; each fold's datasets held out of its members'
+    training. Without folds, the replicas alone.
+
+    A fit runcard's members are ``member_specs(card.replica_ids, card.folds)``; a scan trial's
+    are those of its fit runcard, so an exported trial is refitted member for member.
+    """
+    if not folds:
+        return [MemberSpec(replica) for replica in replicas]
+    return [
+        MemberSpec(replica, held_out=tuple(fold), fold=k)
+        for k, fold in enumerate(folds)
+        for replica in replicas
+    ]
 
 
 def build_members(

@@ -18,7 +18,7 @@ import difflib
 import functools
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -32,7 +32,6 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails
 
 from ._load import (
     _describe,
@@ -55,16 +54,18 @@ from ._schema import (
     Bool,
     FitRuncard,
     Float,
+    Fold,
     Int,
     OptimizerName,
     PositiveFloat,
     PositiveInt,
     Seed,
     Str,
-    _is_sequence,
     _Section,
     _unique,
-    rule_error,
+    check_disjoint_folds,
+    fail_at,
+    folds_outside,
 )
 
 __all__ = [
@@ -86,20 +87,6 @@ __all__ = [
     "scan_runcard_from_dict",
     "with_settings",
 ]
-
-
-def _fail(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None:
-    """Raise every problem at once, each at its location relative to the validated object.
-
-    pydantic merges a ``ValidationError`` raised inside a validator into the enclosing one, so a
-    user sees all mistakes of a section rather than the first.
-    """
-    details = [
-        InitErrorDetails(type=rule_error(message), loc=loc, input=value)
-        for loc, message in problems
-    ]
-    if details:
-        raise ValidationError.from_exception_data("runcard", details)
 
 
 def _show(value: Any) -> str:
@@ -207,7 +194,7 @@ class Range(_Section):
                         f"of step ({_number(self.step)})",
                     )
                 )
-        _fail(problems, self)
+        fail_at(problems, self)
         return self
 
     @property
@@ -312,6 +299,8 @@ def _fixed_reason(path: str) -> str | None:
         return "the replicas of a trial are set by 'scan.replicas'"
     if path == "data.datasets":
         return "the fitted datasets are fixed for a study; use 'scan.folds' to hold some out"
+    if path == "folds":
+        return "a study's folds are set by 'scan.folds'"
     if path in ("data.closure", "data.real") or path.startswith(("data.closure.", "data.real.")):
         return "the data are fixed for a study (workers check them against its fingerprint)"
     if path == "architecture.nodes":
@@ -456,21 +445,21 @@ class SpaceSection(_Section):
                     update[key], found = _checked(dist, _target(f"optimizer.{key}"))
                     problems += [((name, key, *loc), message) for loc, message in found]
             checked[name] = sub.model_copy(update=update)
-        _fail(problems, value)
+        fail_at(problems, value)
         return checked
 
     @field_validator("layers")
     @classmethod
     def _layer_range(cls, value: Range | None) -> Range | None:
         if value is not None:
-            _fail(_checked(value, _LAYERS)[1], value)
+            fail_at(_checked(value, _LAYERS)[1], value)
         return value
 
     @field_validator("units")
     @classmethod
     def _unit_range(cls, value: Range | None) -> Range | None:
         if value is not None:
-            _fail(_checked(value, _UNITS)[1], value)
+            fail_at(_checked(value, _UNITS)[1], value)
         return value
 
     @field_validator("parameters")
@@ -485,7 +474,7 @@ class SpaceSection(_Section):
                 continue
             checked[path], found = _checked(dist, _target(path))
             problems += [((path, *loc), message) for loc, message in found]
-        _fail(problems, value)
+        fail_at(problems, value)
         return checked
 
     @model_validator(mode="after")
@@ -517,7 +506,7 @@ class SpaceSection(_Section):
                             "given: put its range in the sub-space of each optimizer there",
                         )
                     )
-        _fail(problems, self)
+        fail_at(problems, self)
         return self
 
 
@@ -558,9 +547,6 @@ class ScanDivergenceSection(_Section):
     max_diverged: Annotated[Int, Field(ge=0)] = 0
 
 
-Fold = Annotated[tuple[Str, ...], Field(min_length=1), AfterValidator(_unique)]
-
-
 class ScanSection(_Section):
     """How a study searches: budget, trial size, k-fold, objective, Optuna settings, space."""
 
@@ -579,21 +565,7 @@ class ScanSection(_Section):
     @field_validator("folds")
     @classmethod
     def _disjoint(cls, value: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
-        first: dict[str, int] = {}
-        problems: list[tuple[tuple[Any, ...], str]] = []
-        for fold, names in enumerate(value):
-            for index, name in enumerate(names):
-                if name in first:
-                    problems.append(
-                        (
-                            (fold, index),
-                            f"{name!r} is already in fold {first[name]} "
-                            f"(scan.folds[{first[name]}]); a dataset belongs to one fold only",
-                        )
-                    )
-                else:
-                    first[name] = fold
-        _fail(problems, value)
+        check_disjoint_folds(value, "scan.folds")
         return value
 
     @model_validator(mode="after")
@@ -616,7 +588,7 @@ class ScanSection(_Section):
                     "replica diverged would count",
                 )
             )
-        _fail(problems, self)
+        fail_at(problems, self)
         return self
 
     @property
@@ -672,17 +644,15 @@ class ScanRuncard(FitRuncard):
     def _fits_the_base(self) -> ScanRuncard:
         """Checks that need the base runcard's values."""
         problems: list[tuple[tuple[Any, ...], str]] = []
-        datasets = self.data.datasets
-        if _is_sequence(datasets):
-            for fold, names in enumerate(self.scan.folds):
-                for index, name in enumerate(names):
-                    if name not in datasets:
-                        problems.append(
-                            (
-                                ("scan", "folds", fold, index),
-                                f"{name!r} is not among the fitted datasets (data.datasets)",
-                            )
-                        )
+        for loc, message in folds_outside(self.scan.folds, self.data.datasets):
+            problems.append((("scan", "folds", *loc), message))
+        if self.folds:
+            problems.append(
+                (
+                    ("folds",),
+                    "a scan's folds are part of its objective: give them as 'scan.folds'",
+                )
+            )
         space = self.scan.space
         activations = self.architecture.activations
         if space.layers is not None and space.activation is None and len(set(activations)) > 1:
@@ -707,7 +677,7 @@ class ScanRuncard(FitRuncard):
                 problems.append(
                     (("scan", "space", *loc), f"with {shown} the fit runcard is invalid: {why}")
                 )
-        _fail(problems, self)
+        fail_at(problems, self)
         return self
 
 

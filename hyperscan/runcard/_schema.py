@@ -15,6 +15,7 @@ loader can report the exact key path rather than the enclosing section.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,10 +28,11 @@ from pydantic import (
     Field,
     Strict,
     Tag,
+    ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 # --------------------------------------------------------------------------------------------
 # Error helpers shared with the loader
@@ -45,6 +47,20 @@ UNION_ERROR = "runcard_union"
 def rule_error(message: str, field: str = "") -> PydanticCustomError:
     """An error for a rule that pydantic cannot express, pointing at ``field`` when given."""
     return PydanticCustomError(RULE_ERROR, "{message}", {"message": message, "field": field})
+
+
+def fail_at(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None:
+    """Raise every problem at once, each at its location relative to the validated object.
+
+    pydantic merges a ``ValidationError`` raised inside a validator into the enclosing one, so a
+    user sees all mistakes of a section rather than the first.
+    """
+    details = [
+        InitErrorDetails(type=rule_error(message), loc=loc, input=value)
+        for loc, message in problems
+    ]
+    if details:
+        raise ValidationError.from_exception_data("runcard", details)
 
 
 def _num(value: float) -> str:
@@ -91,6 +107,41 @@ def _unique(values: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _is_sequence(value: Any) -> bool:
     return isinstance(value, list | tuple)
+
+
+#: One fold of a k-fold partition: the names of the datasets its members do not train on.
+Fold = Annotated[tuple[Str, ...], Field(min_length=1), AfterValidator(_unique)]
+
+
+def check_disjoint_folds(folds: tuple[tuple[str, ...], ...], key: str) -> None:
+    """A dataset belongs to one fold only; ``key`` is where the folds are (in messages)."""
+    first: dict[str, int] = {}
+    problems: list[tuple[tuple[Any, ...], str]] = []
+    for fold, names in enumerate(folds):
+        for index, name in enumerate(names):
+            if name in first:
+                problems.append(
+                    (
+                        (fold, index),
+                        f"{name!r} is already in fold {first[name]} "
+                        f"({key}[{first[name]}]); a dataset belongs to one fold only",
+                    )
+                )
+            else:
+                first[name] = fold
+    fail_at(problems, folds)
+
+
+def folds_outside(folds: tuple[tuple[str, ...], ...], datasets: Any) -> list[tuple[Any, str]]:
+    """Fold entries missing from a listed ``data.datasets``, at (fold, index)."""
+    if not _is_sequence(datasets):
+        return []  # all datasets: the names are checked against the data once they are built
+    return [
+        ((fold, index), f"{name!r} is not among the fitted datasets (data.datasets)")
+        for fold, names in enumerate(folds)
+        for index, name in enumerate(names)
+        if name not in datasets
+    ]
 
 
 def _replicas_form(value: Any) -> str | None:
@@ -450,6 +501,27 @@ class FitRuncard(_Section):
     )
     divergence: DivergenceSection = Field(default_factory=DivergenceSection)
     training: TrainingSection = Field(default_factory=TrainingSection)
+    #: k-fold: the members are folds x replicas, each fold's datasets held out of its members'
+    #: training and scored as their held-out chi2. Empty: the replicas alone. A k-fold scan
+    #: trial's exported runcard has its folds, so that `hyperscan fit` reproduces the trial.
+    folds: tuple[Fold, ...] = ()
+
+    @field_validator("folds")
+    @classmethod
+    def _disjoint(cls, value: tuple[tuple[str, ...], ...]) -> tuple[tuple[str, ...], ...]:
+        check_disjoint_folds(value, "folds")
+        return value
+
+    @model_validator(mode="after")
+    def _folds_are_fitted(self) -> FitRuncard:
+        fail_at(
+            [
+                (("folds", *loc), message)
+                for loc, message in folds_outside(self.folds, self.data.datasets)
+            ],
+            self,
+        )
+        return self
 
     @field_validator("preprocessing", mode="before")
     @classmethod

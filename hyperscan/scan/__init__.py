@@ -35,13 +35,12 @@ from hyperscan.scan._study import (
 from hyperscan.scan._trial_attrs import trashed
 
 if TYPE_CHECKING:
-    from hyperscan.scan._objective import Objective, WorkerStopping, member_specs
+    from hyperscan.scan._objective import Objective, WorkerStopping
     from hyperscan.scan._worker import make_pruner, make_sampler, run_worker
 
 _FITTING = {
     "Objective": "_objective",
     "WorkerStopping": "_objective",
-    "member_specs": "_objective",
     "make_pruner": "_worker",
     "make_sampler": "_worker",
     "run_worker": "_worker",
@@ -69,7 +68,6 @@ __all__ = [
     "load_study",
     "make_pruner",
     "make_sampler",
-    "member_specs",
     "open_storage",
     "open_study",
     "redact",

@@ -44,6 +44,11 @@ def export_best(setup: StudySetup) -> tuple[optuna.trial.FrozenTrial, str]:
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hyperscan": __version__,
     }
+    if setup.runcard.scan.folds:
+        provenance["folds"] = (
+            "the trial's k-fold ensemble, to reproduce its value; without 'folds' the same "
+            "settings fit every dataset"
+        )
     # The worker's thread count is part of what makes the fit reproducible (TrainingSection).
     threads = trial.user_attrs.get("fit", {}).get("threads")
     runcard = setup.runcard.model_copy(

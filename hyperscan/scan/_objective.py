@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from hyperscan import __version__
 from hyperscan.data import Problem
-from hyperscan.fit import DIVERGED, FitResult, MemberSpec, SyncReport, run_fit
+from hyperscan.fit import DIVERGED, FitResult, SyncReport, member_specs, run_fit
 from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
@@ -28,18 +28,6 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def member_specs(runcard: ScanRuncard) -> list[MemberSpec]:
-    """Members = folds × replicas, each fold's datasets held out of its members' training."""
-    replicas = range(1, runcard.scan.replicas + 1)
-    if not runcard.scan.folds:
-        return [MemberSpec(replica) for replica in replicas]
-    return [
-        MemberSpec(replica, held_out=tuple(fold), fold=k)
-        for k, fold in enumerate(runcard.scan.folds)
-        for replica in replicas
-    ]
-
-
 class Objective:
     """Callable for `study.optimize`: suggest → fit → report → statistics → value or trash."""
 
@@ -47,8 +35,9 @@ class Objective:
         self.runcard = runcard
         self.problem = problem
         self.stop = stop
-        self.specs = member_specs(runcard)
-        self.folds = np.array([spec.fold for spec in self.specs])
+        # The members of every trial's fit runcard (fixed_runcard), as its fit orders them.
+        specs = member_specs(runcard.replica_ids, runcard.scan.folds)
+        self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
 
     def __call__(self, trial: optuna.Trial) -> float:
@@ -57,7 +46,7 @@ class Objective:
         card = fixed_runcard(self.runcard, params)
         monitor = _Monitor(self, trial)
         if not self.stop.is_set():
-            result = run_fit(card, problem=self.problem, members=self.specs, on_sync=monitor)
+            result = run_fit(card, problem=self.problem, on_sync=monitor)
         if self.stop.is_set():
             trial.study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
             raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
@@ -66,7 +55,7 @@ class Objective:
         if reason is not None:
             trial.set_user_attr(TRASHED_ATTR, reason)
             # PRUNED, not FAIL: TPE ignores failed trials but ranks pruned ones below every
-            # complete trial, so it learns to avoid the diverging region (DESIGN.md §4).
+            # complete trial, so it learns to avoid the diverging region.
             raise optuna.TrialPruned(f"trashed: {reason}")
         if monitor.pruned:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")

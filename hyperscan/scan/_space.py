@@ -80,7 +80,10 @@ def _settings(runcard: ScanRuncard, params: Mapping[str, Any]) -> dict[str, Any]
     """The dotted-path settings that ``params`` fix, checking they are those of the space."""
     space = runcard.scan.space
     expected: set[str] = set(space.parameters)
-    settings: dict[str, Any] = {"replicas": list(runcard.replica_ids)}
+    settings: dict[str, Any] = {
+        "replicas": list(runcard.replica_ids),
+        "folds": [list(fold) for fold in runcard.scan.folds],
+    }
     problems: list[str] = []
     if space.optimizer:
         expected.add("optimizer")
@@ -134,9 +137,10 @@ def _settings(runcard: ScanRuncard, params: Mapping[str, Any]) -> dict[str, Any]
 def fixed_runcard(runcard: ScanRuncard, params: Mapping[str, Any]) -> FitRuncard:
     """The fit runcard of a trial: the base runcard with the trial's parameters applied.
 
-    The trial fits replicas 1..``scan.replicas``. Raises ``ValueError`` when ``params`` are not
-    a point of this runcard's space (another study's trial), and :class:`RuncardError` when the
-    point makes an invalid fit runcard (a combination the load-time checks cannot exclude).
+    The trial fits replicas 1..``scan.replicas`` of each of ``scan.folds``. Raises
+    ``ValueError`` when ``params`` are not a point of this runcard's space (another study's
+    trial), and :class:`RuncardError` when the point makes an invalid fit runcard (a
+    combination the load-time checks cannot exclude).
     """
     settings = _settings(runcard, params)
     return runcard_from_dict(with_settings(fit_part(runcard), settings), "<trial parameters>")

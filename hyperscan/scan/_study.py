@@ -77,7 +77,7 @@ def create_study(
     Returns the study and whether it was created now. Everything is checked before the first
     write, so a refused runcard leaves the storage as it was.
     """
-    problem = load_problem(runcard)
+    problem = load_problem(runcard, source)
     check_runcard(runcard, problem, source)
     text = dump_runcard(runcard)
     if name not in study_names(storage):
@@ -91,14 +91,24 @@ def create_study(
             study.set_user_attr(VERSION_ATTR, __version__)
             return study, True
     study = load_study(storage, name)
-    stored = study.user_attrs.get(RUNCARD_ATTR)
-    if stored != text:
+    if not _same_runcard(study.user_attrs.get(RUNCARD_ATTR), runcard):
         raise ScanError(
             f"study {name!r} in {storage_url(storage)} exists with a different runcard; "
             "choose another --name, or use the runcard it was created with "
             f"(hyperscan study status --study {name} shows it)"
         )
     return study, False
+
+
+def _same_runcard(stored: str | None, runcard: ScanRuncard) -> bool:
+    """Equal settings, not equal text: a key added by a later version (with its default)
+    changes the dump of a study's runcard, not the study."""
+    if stored is None:
+        return False
+    try:
+        return parse_scan_runcard(stored) == runcard
+    except RuncardError:
+        return False
 
 
 def open_study(storage: BaseStorage, name: str) -> StudySetup:

@@ -89,6 +89,8 @@ def test_existing_output_is_refused_without_force(tmp_path):
         ({"optimizer": {"name": "adamw"}}, "optimizer.name"),
         ({"replicas": 0}, "replicas"),
         ({"learning_rate": 0.1}, "learning_rate"),
+        # Dataset names are checked once the data are built, still before any fitting.
+        ({"data": {"closure": {"size": "tiny"}, "datasets": ["NOPE"]}}, "data.datasets[0]"),
     ],
 )
 def test_bad_runcard_exits_2_with_the_key_and_no_traceback(tmp_path, card, fragment):

@@ -12,7 +12,7 @@ from hyperscan.data import load_problem
 from hyperscan.fit import (
     build_ensemble,
     build_members,
-    replica_specs,
+    member_specs,
     run_fit,
     trainer_settings,
 )
@@ -72,7 +72,7 @@ def test_members_never_couple(make_card):
     card = make_card(replicas=[1, 2, 3, 4])
     reference = run_fit(card)
     problem = load_problem(card)
-    _, params = build_members(card, problem, replica_specs(card))
+    _, params = build_members(card, problem, member_specs(card.replica_ids))
     params[2][1] = np.nan
     poisoned = run_fit(card, initial_params=params)
     settings = dataclasses.replace(

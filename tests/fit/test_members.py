@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from hyperscan.data import FIT_BASIS, load_problem
-from hyperscan.fit import build_members, replica_specs, run_fit, trainer_settings
+from hyperscan.fit import build_members, member_specs, run_fit, trainer_settings
 
 
 def _settings(card, **changes):
@@ -17,7 +17,7 @@ def _settings(card, **changes):
 def _constant_pdf_weights(card, sigma_bias: float, gluon_bias: float):
     """Weights whose PDF is the preprocessing alone, scaled by the output biases."""
     problem = load_problem(card)
-    _, params = build_members(card, problem, replica_specs(card)[:1])
+    _, params = build_members(card, problem, member_specs(card.replica_ids)[:1])
     params = [np.zeros_like(p) for p in params]
     params[-1][0, FIT_BASIS.index("Sigma")] = sigma_bias
     params[-1][0, FIT_BASIS.index("g")] = gluon_bias
@@ -58,7 +58,7 @@ def test_positivity_veto_is_per_member(make_card):
 def test_a_nan_member_is_flagged_at_once_and_the_others_finish(make_card):
     card = make_card(replicas=[1, 2, 4], epochs=200)
     problem = load_problem(card)
-    _, params = build_members(card, problem, replica_specs(card))
+    _, params = build_members(card, problem, member_specs(card.replica_ids))
     params[0][1] = np.nan
     result = run_fit(card, initial_params=params)
     assert result.status[1] == "diverged"

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from hyperscan.data import load_problem, real_problem
-from hyperscan.fit import build_members, replica_specs
+from hyperscan.fit import build_members, member_specs
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.model._chi2 import (
     FLOAT32_KERNEL_MAX_NORM,
@@ -255,7 +255,7 @@ def test_model_with_and_without_systematics_agree(make_card):
     for its blocks, and χ² and its gradient per member are the dense way's."""
     card = make_card(data={"closure": {"size": "small", "level": 1, "seed": 3}})
     problem = load_problem(card)
-    inputs, params = build_members(card, problem, replica_specs(card))
+    inputs, params = build_members(card, problem, member_specs(card.replica_ids))
     weights = [tf.constant(p, tf.float64) for p in params]
     results = []
     for setting in (problem, dataclasses.replace(problem, systematics=None)):

@@ -182,6 +182,14 @@ MISTAKES = [
         "must be > 1",
     ),
     ("non-string-key", "1: 2\n", "1", "keys must be strings"),
+    ("dataset-in-two-folds", "folds: [[A, B], [C, A]]\n", "folds[1][1]", "already in fold 0"),
+    ("empty-fold", "folds: [[]]\n", "folds[0]", "empty"),
+    (
+        "fold-dataset-not-fitted",
+        "data: {datasets: [A, B]}\nfolds: [[A], [C]]\n",
+        "folds[1][0]",
+        "'C' is not among the fitted datasets",
+    ),
 ]
 
 

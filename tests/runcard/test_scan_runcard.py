@@ -418,6 +418,18 @@ BAD = [
         "scan.folds[1][0]",
         "'C' is not among the fitted datasets",
     ),
+    (
+        "top-level-folds-in-a-scan",
+        "folds: [[A]]\nscan: {space: {activation: [tanh]}}",
+        "folds",
+        "give them as 'scan.folds'",
+    ),
+    (
+        "folds-in-parameters",
+        "scan: {space: {parameters: {folds: {low: 1, high: 2}}}}",
+        "scan.space.parameters.folds",
+        "set by 'scan.folds'",
+    ),
     ("empty-space", "scan: {space: {}}", "scan.space", "the search space is empty"),
     (
         "empty-parameters-only",

@@ -618,6 +618,22 @@ def test_same_runcard_again_is_a_no_op(url, tmp_path):
     assert snapshot(url) == before
 
 
+def test_a_study_of_an_earlier_version_is_the_same_study(url, tmp_path):
+    """A study's runcard stored before a key existed (here: the top-level `folds`) is the
+    same runcard: its settings are compared, not its text."""
+    runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
+    create(runcard, url, "s")
+    study = load_study(open_storage(url), "s")
+    stored = study.user_attrs["hyperscan:runcard"]
+    assert "\nfolds: []\n" in stored
+    study.set_user_attr("hyperscan:runcard", stored.replace("\nfolds: []\n", "\n"))
+    before = snapshot(url)
+    again = cli("study", "create", runcard, "--storage", url, "--name", "s")
+    assert again.exit_code == 0, again.output
+    assert "study 's' exists with this runcard" in again.stdout
+    assert snapshot(url) == before
+
+
 def test_worker_refuses_data_other_than_the_study_s(url, tmp_path):
     """A worker that builds other data (another hyperscan version, other tables) adds no
     trial; status and export, which need no data, still answer."""
@@ -675,6 +691,43 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     assert [m["replica"] for m in members] == [1, 2]
     validation = [m["chi2_per_point"]["validation"] for m in members]
     assert sum(validation) / len(validation) == pytest.approx(trial.value, rel=1e-6, abs=0)
+
+
+def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
+    """A k-fold trial's value is the mean over folds of the mean over replicas of the held-out
+    chi2 per point. Its exported runcard carries the folds, so `hyperscan fit` refits the same
+    folds × replicas members and gives the value back (1e-6 relative, as above)."""
+    url = str(tmp_path / "scan.journal")
+    folds = [["TOY_HERA_NC_F2P", "TOY_NUTEV_XF3WP"], ["TOY_HERA_CC_F2WP", "TOY_GLUON"]]
+    card = scan_card(
+        scan={"trials": 2, "replicas": 2, "folds": folds, "objective": {"chi2": "held_out"}}
+    )
+    create(write_card(tmp_path / "scan.yml", card), url, "kfold")
+    worker = workers(url, "kfold")
+    assert worker.wait(timeout=180) == 0, worker.logs()
+    best = tmp_path / "best.yml"
+    exported = cli("export", "--study", "kfold", "--storage", url, "-o", best)
+    assert exported.exit_code == 0, exported.output
+    trial = load_study(open_storage(url), "kfold").best_trial
+    runcard = load_fit_runcard(best)
+    assert [list(fold) for fold in runcard.folds] == folds
+    assert "# folds: the trial's k-fold ensemble" in best.read_text()
+
+    fitted = subprocess.run(
+        [sys.executable, "-m", "hyperscan", "fit", best, "-o", tmp_path / "out", "--no-progress"],
+        env=os.environ | WORKER_ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert fitted.returncode == 0, fitted.stdout + fitted.stderr
+    members = json.loads((tmp_path / "out" / "results.json").read_text())["members"]
+    assert [(m["fold"], m["replica"]) for m in members] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    per_fold = [
+        sum(m["chi2_per_point"]["held_out"] for m in members if m["fold"] == k) / 2
+        for k in range(2)
+    ]
+    assert sum(per_fold) / 2 == pytest.approx(trial.value, rel=1e-6, abs=0)
 
 
 def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):

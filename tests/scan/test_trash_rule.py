@@ -15,7 +15,7 @@ naive implementation would.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ import pytest
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
-from hyperscan.fit import FitResult, MemberSpec
+from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ScanRuncard, parse_scan_runcard
 from hyperscan.scan import Objective, make_sampler, trashed
 
@@ -65,11 +65,11 @@ def fake_fit(
     card: FitRuncard,
     *,
     problem: object = None,
-    members: Sequence[MemberSpec],
     on_sync: object = None,
     **_: object,
 ) -> FitResult:
     """The fit of a trial, in microseconds: replica r has χ² = value·(1 + 0.01 (r-1))."""
+    members = member_specs(card.replica_ids, card.folds)
     x, y = card.stopping.positivity_threshold, card.data.training_fraction
     m = len(members)
     chi2 = toy_value(x, y) * (1.0 + 0.01 * np.arange(m))
