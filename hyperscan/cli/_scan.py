@@ -137,7 +137,11 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
     show_default=True,
     help="auto, cpu, or gpu:N (the N-th GPU of this node).",
 )
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for TensorFlow.")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="CPU threads for TensorFlow (default: the study runcard's training.threads, else all).",
+)
 @click.option(
     "--heartbeat-interval",
     type=click.IntRange(min=1),
@@ -177,12 +181,18 @@ def worker(
       hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
+    quiet_optuna()
+    from hyperscan.scan import open_storage, open_study, run_worker, trial_line
+
+    if threads is None:  # the study's runcard may pin them (training.threads)
+        try:
+            threads = open_study(open_storage(storage), name).runcard.training.threads
+        except _scan_errors() as error:
+            fail(str(error))
     try:
         configure_tensorflow(device, threads)
     except ValueError as error:
         fail(str(error))
-    quiet_optuna()
-    from hyperscan.scan import run_worker, trial_line
 
     def show(trial) -> None:
         if not quiet:
@@ -308,7 +318,8 @@ def scan(
         f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "
         f"trials of {len(card.scan.folds) or 1}×{card.scan.replicas} members, {workers} workers"
     )
-    codes = supervise(start_workers(name, storage, workers), setup.study, click.echo)
+    processes = start_workers(name, storage, workers, card.training.threads)
+    codes = supervise(processes, setup.study, click.echo)
     click.echo(f"trials: {counts_line(setup.study)}")
     try:
         trial, text = export_best(setup)

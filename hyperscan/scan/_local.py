@@ -31,9 +31,12 @@ def trial_line(trial: optuna.trial.FrozenTrial) -> str:
     return f"trial {trial.number}: {trial.state.name.lower()}{took}"
 
 
-def start_workers(study: str, url: str, workers: int) -> list[subprocess.Popen]:
-    """Worker processes sharing the cores; the URL travels in the environment, not argv."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
+def start_workers(
+    study: str, url: str, workers: int, threads: int | None = None
+) -> list[subprocess.Popen]:
+    """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
+    travels in the environment, not argv."""
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
     env = {**os.environ, STORAGE_ENV: resolve_url(url)}
     command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
     command += ["--threads", str(threads), "--quiet"]

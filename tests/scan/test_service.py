@@ -730,6 +730,28 @@ def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
     assert sum(per_fold) / 2 == pytest.approx(trial.value, rel=1e-6, abs=0)
 
 
+def test_a_worker_takes_the_threads_its_study_pins(tmp_path):
+    """Without --threads a worker uses the study runcard's training.threads; the trial records
+    them and the export keeps them, so the refit runs with the trial's thread count."""
+    url = str(tmp_path / "scan.journal")
+    card = scan_card(scan={"trials": 1}, training={"threads": 2})
+    create(write_card(tmp_path / "scan.yml", card), url, "pinned")
+    command = [sys.executable, "-m", "hyperscan", "worker", "--study", "pinned"]
+    worker = subprocess.run(
+        [*command, "--storage", url, "--quiet"],
+        env=os.environ | WORKER_ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert worker.returncode == 0, worker.stdout + worker.stderr
+    (trial,) = trials_of(url, "pinned")
+    assert trial.user_attrs["fit"]["threads"] == 2
+    best = tmp_path / "best.yml"
+    assert cli("export", "--study", "pinned", "--storage", url, "-o", best).exit_code == 0
+    assert load_fit_runcard(best).training.threads == 2
+
+
 def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
     """`hyperscan scan RUNCARD --workers 2` in an empty folder: the embedded journal there,
     two workers, and a best runcard that loads as a fit runcard."""
