@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -47,3 +48,21 @@ def fail(message: str) -> NoReturn:
     """A user mistake: one clear message, exit code 2, no traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(USAGE_ERROR)
+
+
+def check_target(path: Path, force: bool) -> None:
+    """Fail before any work when ``path`` (a file or folder to write) could not be written, so
+    that a long fit or scan is never lost to a typo in ``-o``."""
+    if path.exists() and not force:
+        fail(f"{path} exists; use --force to replace it")
+    resolved = path.resolve()
+    here = Path.cwd().resolve()
+    if resolved == here or resolved in here.parents:
+        fail(f"{path} is the current folder or holds it; give a new path")
+    ancestor = resolved.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        fail(f"cannot write {path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        fail(f"cannot write {path}: no permission to write in {ancestor}")

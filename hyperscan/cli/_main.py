@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from hyperscan import __version__
-from hyperscan.cli._common import fail
+from hyperscan.cli._common import check_target, fail
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_tensorflow
@@ -45,15 +45,19 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
       hyperscan fit studies/quickstart-fit.yml -o runs/quickstart
     """
     from hyperscan.data import load_problem
-    from hyperscan.runcard import RuncardError, dump_runcard, load_fit_runcard
+    from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, load_runcard
 
     try:
-        card = load_fit_runcard(runcard)
+        card = load_runcard(runcard)
+        if isinstance(card, ScanRuncard):
+            fail(
+                f"{runcard} is a scan runcard (it has 'scan:'): run it with "
+                f"`hyperscan scan {runcard}`, or fit one of its trials after `hyperscan export`"
+            )
         problem = load_problem(card, source=str(runcard))
     except RuncardError as error:
         fail(str(error))
-    if outdir.exists() and not force:
-        fail(f"{outdir} exists; use --force to replace it")
+    check_target(outdir, force)
 
     try:
         configure_tensorflow(threads=card.training.threads)
@@ -67,9 +71,15 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         result = run_fit(card, problem=problem, on_sync=bar)
     finally:
         bar.close()
-    write_fit(
-        result, dump_runcard(card, header=f"fitted by hyperscan {__version__}"), outdir, force=force
-    )
+    try:
+        write_fit(
+            result,
+            dump_runcard(card, header=f"fitted by hyperscan {__version__}"),
+            outdir,
+            force=force,
+        )
+    except OSError as error:
+        fail(f"cannot write {outdir}: {error.strerror or error}")
     click.echo(summary(result))
     click.echo(f"results in {outdir}/")
 

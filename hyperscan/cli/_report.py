@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    check_target,
     fail,
     force_option,
     output_file_option,
@@ -39,8 +40,7 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     Example:
       hyperscan report --study quickstart-scan -o quickstart-report.html
     """
-    if output.exists() and not force:
-        fail(f"{output} exists; use --force to replace it")
+    check_target(output, force)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically

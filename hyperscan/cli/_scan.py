@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    check_target,
     fail,
     force_option,
     output_file_option,
@@ -237,6 +239,7 @@ def _walltime_reason(report) -> str:
 @force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
+    check_target(output, force)
     quiet_optuna()
     from hyperscan.scan import export_best, open_storage, open_study, write_atomically
 
@@ -268,8 +271,12 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
         handle = open_storage(storage)
     except _scan_errors() as error:
         fail(str(error))
-    click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)")
-    run_server(handle, host=host, port=port)
+    try:  # a port in use is a message, not a traceback after "dashboard on ..."
+        socket.create_server((host, port)).close()
+        click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)")
+        run_server(handle, host=host, port=port)
+    except OSError as error:
+        fail(f"cannot serve the dashboard on {host}:{port}: {error.strerror or error}")
 
 
 @click.command()
@@ -281,7 +288,7 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     "-o",
     "--output",
     type=click.Path(path_type=Path, dir_okay=False),
-    help="Best runcard to write (default: NAME-best.yml).",
+    help="Best runcard to write, replaced by each run of the study (default: NAME-best.yml).",
 )
 def scan(
     runcard: Path, workers: int, storage: str | None, name: str | None, output: Path | None
@@ -308,6 +315,7 @@ def scan(
 
     name = name or runcard.stem
     output = output or default_output(name)
+    check_target(output, force=True)  # rewritten as the study grows: see --output
     try:
         handle = open_storage(storage, create=True)
         _, created = create_study(card, handle, name, source=str(runcard))

@@ -21,14 +21,17 @@ def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
     not have is a :class:`RuncardError` naming ``source``: only now can the names be checked."""
     real, closure = runcard.data.real, runcard.data.closure
     if real is not None:
-        problem = real_problem(
-            [{"dataset": d.dataset, "variant": d.variant} for d in real.datasets],
-            q2min=real.q2min,
-            w2min=real.w2min,
-            t0=real.t0,
-            closure_level=None if real.closure is None else real.closure.level,
-            closure_seed=0 if real.closure is None else real.closure.seed,
-        )
+        try:
+            problem = real_problem(
+                [{"dataset": d.dataset, "variant": d.variant} for d in real.datasets],
+                q2min=real.q2min,
+                w2min=real.w2min,
+                t0=real.t0,
+                closure_level=None if real.closure is None else real.closure.level,
+                closure_seed=0 if real.closure is None else real.closure.seed,
+            )
+        except ValueError as error:  # the schema checked the rest: cuts that leave no point
+            raise RuncardError([("data.real", str(error))], source=source) from None
     else:
         assert closure is not None  # the schema requires one of them
         problem = closure_problem(closure.size, level=closure.level, seed=closure.seed)

@@ -76,6 +76,9 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
     check_output_dir(outdir, force)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0700 would hide results from a group
     try:
         (staging / RESULTS_FILE).write_text(json.dumps(results_document(result), indent=2))
         (staging / RUNCARD_FILE).write_text(runcard_text)

@@ -62,8 +62,11 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
     path = Path(path)
     if path.exists() and not force:
         raise ScanError(f"{path} exists; use --force to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as error:
+        raise ScanError(f"cannot write {path}: {error.strerror or error}") from None
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
@@ -71,6 +74,8 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
         os.umask(umask)
         os.chmod(staging, 0o666 & ~umask)
         os.replace(staging, path)
-    except BaseException:
+    except BaseException as error:
         Path(staging).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise ScanError(f"cannot write {path}: {error.strerror or error}") from None
         raise

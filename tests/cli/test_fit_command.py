@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -45,6 +46,9 @@ def test_fit_writes_results_pdfs_and_runcard(tmp_path):
     assert np.isfinite(pdfs["xf"]).all()
     assert yaml.safe_load((outdir / "runcard.yml").read_text())["epochs"] == 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.yml", "out"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert outdir.stat().st_mode & 0o777 == 0o777 & ~umask  # readable as the umask allows
 
 
 def test_pdf_on_the_fit_grid_reproduces_the_fit_predictions(tmp_path):
@@ -91,6 +95,7 @@ def test_existing_output_is_refused_without_force(tmp_path):
         ({"learning_rate": 0.1}, "learning_rate"),
         # Dataset names are checked once the data are built, still before any fitting.
         ({"data": {"closure": {"size": "tiny"}, "datasets": ["NOPE"]}}, "data.datasets[0]"),
+        ({"data": {"real": {"q2min": 1.0e6}}}, "data.real: BCDMS"),  # no point passes the cuts
     ],
 )
 def test_bad_runcard_exits_2_with_the_key_and_no_traceback(tmp_path, card, fragment):
@@ -106,3 +111,27 @@ def test_missing_runcard_exits_2(tmp_path):
     result = CliRunner().invoke(main, ["fit", str(tmp_path / "nope.yml"), "-o", "out"])
     assert result.exit_code == 2
     assert "nope.yml" in result.output
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("a-file/out", "a-file is a file, not a folder"), (".", "is the current folder")],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_fitting(
+    tmp_path, monkeypatch, target, message
+):
+    monkeypatch.chdir(tmp_path)
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    (tmp_path / "a-file").write_text("")
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", target, "--force"])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+    assert "members" not in result.output  # refused before the fit, not after it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "fit.yml"]
+
+
+def test_a_scan_runcard_is_pointed_to_hyperscan_scan(tmp_path):
+    runcard = _write(tmp_path / "scan.yml", {**TINY, "scan": {"space": {"activation": ["tanh"]}}})
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "is a scan runcard" in result.output and "hyperscan scan" in result.output

@@ -293,3 +293,19 @@ def test_a_missing_journal_is_an_error_not_a_new_file(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no journal file" in result.stderr
     assert not missing.exists()
+
+
+def test_a_port_in_use_is_an_error_not_a_traceback(journal: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=environment(),
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"cannot serve the dashboard on 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr and "dashboard on http" not in result.stdout

@@ -536,6 +536,15 @@ def test_unknown_study_lists_existing_ones(url, tmp_path):
     assert not output.exists()
 
 
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_an_output_under_a_file_is_refused_first(command, tmp_path):
+    """Checked before the storage is opened: no study is needed to see the path is wrong."""
+    (tmp_path / "a-file").write_text("")
+    target = tmp_path / "a-file" / "out"
+    result = cli(command, "--study", "s", "--storage", tmp_path / "none.journal", "-o", target)
+    assert "a-file is a file, not a folder" in assert_clean_failure(result)
+
+
 COMMANDS = {
     "study create": ["study", "create", "{runcard}"],
     "worker": ["worker", "--study", "s"],
