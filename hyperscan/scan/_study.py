@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
@@ -91,24 +92,45 @@ def create_study(
             study.set_user_attr(VERSION_ATTR, __version__)
             return study, True
     study = load_study(storage, name)
-    if not _same_runcard(study.user_attrs.get(RUNCARD_ATTR), runcard):
+    stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
+    if stored != runcard:
         raise ScanError(
-            f"study {name!r} in {storage_url(storage)} exists with a different runcard; "
-            "choose another --name, or use the runcard it was created with "
-            f"(hyperscan study status --study {name} shows it)"
+            f"study {name!r} in {storage_url(storage)} exists with a different runcard "
+            f"({_differences(stored, runcard)}); choose another --name, or use the runcard it "
+            "was created with"
         )
     return study, False
 
 
-def _same_runcard(stored: str | None, runcard: ScanRuncard) -> bool:
-    """Equal settings, not equal text: a key added by a later version (with its default)
-    changes the dump of a study's runcard, not the study."""
-    if stored is None:
-        return False
+def _stored_runcard(text: str | None) -> ScanRuncard | None:
+    """A study's runcard as settings, not text: a key added by a later version (with its
+    default) changes the dump of a study's runcard, not the study."""
+    if text is None:
+        return None
     try:
-        return parse_scan_runcard(stored) == runcard
+        return parse_scan_runcard(text)
     except RuncardError:
-        return False
+        return None
+
+
+def _differences(stored: ScanRuncard | None, runcard: ScanRuncard, shown: int = 5) -> str:
+    """``key: stored → given`` for the settings that differ, so a user sees what changed."""
+    if stored is None:
+        return "its stored runcard is not valid for this hyperscan version"
+    old, new = _flat(stored.model_dump(mode="json")), _flat(runcard.model_dump(mode="json"))
+    keys = [key for key in {**old, **new} if old.get(key) != new.get(key)]
+    listed = [f"{key}: {old.get(key)} → {new.get(key)}" for key in keys[:shown]]
+    more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+    return "; ".join(listed) + more
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
 
 
 def open_study(storage: BaseStorage, name: str) -> StudySetup:

@@ -611,6 +611,7 @@ def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
     result = cli("study", "create", other, "--storage", url, "--name", "s")
     message = assert_clean_failure(result)
     assert "study 's'" in message and "exists with a different runcard" in message
+    assert "(scan.trials: 4 → 5)" in message  # what changed
     assert snapshot(url) == before  # stored runcard unchanged, no new study
     assert study_names(open_storage(url)) == ["s"]
     stored = load_study(open_storage(url), "s").user_attrs["hyperscan:runcard"]
