@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._status import state_counts
 from hyperscan.scan._storage import STORAGE_ENV, resolve_url
-from hyperscan.scan._trial_attrs import trashed
+from hyperscan.scan._trial_attrs import REQUEUED_ATTR, trashed
 
 POLL_SECONDS = 1.0
 
@@ -28,6 +28,8 @@ def trial_line(trial: optuna.trial.FrozenTrial) -> str:
         return f"trial {trial.number}: {trial.value:.4f}{took} {trial.params}"
     if trashed(trial):
         return f"trial {trial.number}: trashed{took}: {trashed(trial)}"
+    if trial.user_attrs.get(REQUEUED_ATTR):
+        return f"trial {trial.number}: re-queued (its worker stopped)"
     return f"trial {trial.number}: {trial.state.name.lower()}{took}"
 
 

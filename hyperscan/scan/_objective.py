@@ -17,7 +17,7 @@ from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
-from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, TRASHED_ATTR, WORKER_ATTR
+from hyperscan.scan._trial_attrs import REQUEUED_ATTR, RETRY_OF_ATTR, TRASHED_ATTR, WORKER_ATTR
 
 
 class WorkerStopping(Exception):
@@ -49,6 +49,7 @@ class Objective:
             result = run_fit(card, problem=self.problem, on_sync=monitor)
         if self.stop.is_set():
             trial.study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
+            trial.set_user_attr(REQUEUED_ATTR, True)
             raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
         self._record(trial, result)
         reason = self._trash_reason(result)

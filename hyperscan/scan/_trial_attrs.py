@@ -10,6 +10,8 @@ import optuna
 WORKER_ATTR = "worker"
 TRASHED_ATTR = "trashed"
 RETRY_OF_ATTR = "retry_of"
+#: On a trial failed because its worker stopped: it was queued again, nothing went wrong.
+REQUEUED_ATTR = "requeued"
 
 
 def trashed(trial: optuna.Trial | optuna.trial.FrozenTrial) -> str | None:

@@ -35,7 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import main
 from hyperscan.runcard import FitRuncard, load_fit_runcard
-from hyperscan.scan import STORAGE_ENV, load_study, open_storage, study_names
+from hyperscan.scan import STORAGE_ENV, load_study, open_storage, study_names, trial_line
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -432,6 +432,7 @@ def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
     assert queued.state == TrialState.WAITING
     assert queued.user_attrs["retry_of"] == failed.number
     assert queued.system_attrs["fixed_params"] == failed.params  # how Optuna queues params
+    assert trial_line(failed) == f"trial {failed.number}: re-queued (its worker stopped)"
 
     status = cli("study", "status", "--study", "term", "--storage", url)
     assert status.exit_code == 0, status.output
