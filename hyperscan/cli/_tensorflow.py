@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import os
+import platform
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -50,9 +53,30 @@ def _keras_not_preloaded():
 
 
 def xla_cache_directory() -> Path:
-    """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla``."""
+    """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla/<machine>``."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "hyperscan" / "xla"
+    return Path(base) / "hyperscan" / "xla" / machine_key(_cpu_description())
+
+
+def machine_key(cpu: str) -> str:
+    """A cluster's nodes often share $HOME but not their CPUs: an executable compiled for one
+    node's vector units would crash another (SIGILL), so each kind of CPU, and each TensorFlow
+    version, gets its own cache folder."""
+    try:
+        tensorflow = importlib.metadata.version("tensorflow")
+    except importlib.metadata.PackageNotFoundError:
+        tensorflow = "?"
+    return hashlib.sha256(f"{cpu}\ntensorflow {tensorflow}".encode()).hexdigest()[:16]
+
+
+def _cpu_description() -> str:
+    """The CPU's model and instruction-set flags (Linux), else what the platform says."""
+    try:
+        first_cpu = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
+    except OSError:
+        first_cpu = ""
+    lines = [line for line in first_cpu.splitlines() if line.startswith(("model name", "flags"))]
+    return "\n".join([platform.machine(), platform.processor(), *lines])
 
 
 def _enable_xla_cache() -> None:
@@ -90,7 +114,10 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> No
         raise ValueError(f"--device {device!r}: expected auto, cpu or gpu:N (N = 0, 1, ...)")
     if device == "cpu":
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # 3: no C++ log lines. Errors that matter reach Python as exceptions; the rest is noise,
+    # such as XLA's warning at every load of a cached loop, compiled on this very CPU
+    # (machine_key), that some tuning pseudo-features are missing. A user's own level wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     _enable_xla_cache()
     with _stderr_to_file(), _keras_not_preloaded():
         import tensorflow as tf

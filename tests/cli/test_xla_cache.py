@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from hyperscan.cli._tensorflow import XLA_CACHE_FLAG, xla_cache_directory
+from hyperscan.cli._tensorflow import XLA_CACHE_FLAG, machine_key, xla_cache_directory
 
 CARD = {
     "data": {"closure": {"size": "tiny", "level": 1}},
@@ -26,16 +26,18 @@ def _fit(runcard, outdir, env) -> list[float]:
         [*command, "--no-progress"], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr  # loading a cached loop logs nothing either
     members = json.loads((outdir / "results.json").read_text())["members"]
     return [m["chi2_per_point"]["training"] for m in members]
 
 
-def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path):
+def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path, monkeypatch):
     runcard = tmp_path / "fit.yml"
     runcard.write_text(yaml.safe_dump(CARD))
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    env.pop("TF_XLA_FLAGS", None)
-    cache = tmp_path / "cache" / "hyperscan" / "xla"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
+    cache = xla_cache_directory()
+    assert cache.parent == tmp_path / "cache" / "hyperscan" / "xla"
 
     first = _fit(runcard, tmp_path / "first", env)
     entries = sorted(p.name for p in cache.iterdir())
@@ -57,6 +59,14 @@ def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
     monkeypatch.setenv("TF_XLA_FLAGS", "--tf_xla_auto_jit=0")
     _tensorflow._enable_xla_cache()
     assert os.environ["TF_XLA_FLAGS"] == (
-        f"--tf_xla_auto_jit=0 {XLA_CACHE_FLAG}={tmp_path / 'hyperscan' / 'xla'}"
+        f"--tf_xla_auto_jit=0 {XLA_CACHE_FLAG}={xla_cache_directory()}"
     )
     assert xla_cache_directory().is_dir()
+
+
+def test_each_kind_of_cpu_has_its_own_cache() -> None:
+    """Nodes sharing $HOME but not their vector units must not share executables."""
+    avx2 = "x86_64\nmodel name : AMD EPYC\nflags : fpu sse avx avx2 fma"
+    avx512 = avx2 + " avx512f avx512bw"
+    assert machine_key(avx2) == machine_key(avx2)
+    assert machine_key(avx2) != machine_key(avx512)
