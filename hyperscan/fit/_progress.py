@@ -10,7 +10,8 @@ from hyperscan.model import VALIDATION
 
 
 class ProgressBar:
-    """Epoch, members still running, median and worst validation χ² per point."""
+    """Epoch, members still running, median and worst validation χ² per point of the current
+    weights (a stopped member's kept best weights may be worse: results.json has those)."""
 
     def __init__(self, epochs: int, members: int, enabled: bool = True) -> None:
         self._bar = tqdm(total=epochs, unit="epoch", disable=not enabled, dynamic_ncols=True)
@@ -24,7 +25,7 @@ class ProgressBar:
         self._bar.set_postfix_str(
             f"active {int(running.sum())}/{self._members}"
             + (
-                f", val chi2 median {np.median(finite):.3f} worst {finite.max():.3f}"
+                f", val chi2 now: median {np.median(finite):.3f} worst {finite.max():.3f}"
                 if finite.size
                 else ""
             ),

@@ -369,8 +369,8 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
         self._grace_period = grace_period
         self._stale_callback = heartbeat_stale_trial_callback
         self._hyperscan_url = _journal_url(self._path)
-        # exist_ok makedirs tolerates the folder appearing concurrently (16 workers at once).
-        os.makedirs(self._heartbeat_dir, exist_ok=True)
+        # The heartbeat folder appears with the first beat (record_heartbeat), so readers such
+        # as `study status` leave nothing next to the journal.
         super().__init__(JournalFileBackend(self._path))
 
     @property
@@ -393,6 +393,7 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
             try:
                 os.utime(path)
             except FileNotFoundError:
+                # exist_ok: the folder may appear concurrently (16 workers at once).
                 os.makedirs(self._heartbeat_dir, exist_ok=True)
                 os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
         except OSError as exc:

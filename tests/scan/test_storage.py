@@ -474,3 +474,11 @@ def test_journal_in_read_only_folder_is_explained():
             folder.chmod(0o755)
     assert "no permission to create or write" in str(info.value)
     assert str(path) in str(info.value)
+
+
+def test_readers_leave_nothing_next_to_the_journal(tmp_path: Path) -> None:
+    """The heartbeat folder comes with the first heartbeat, not with opening the journal."""
+    journal = tmp_path / "scan.journal"
+    optuna.create_study(study_name="s", storage=open_storage(str(journal), create=True))
+    optuna.load_study(study_name="s", storage=open_storage(str(journal)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.journal"]
