@@ -3,6 +3,8 @@ that `hyperscan --help` answers at once."""
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 
 import click
@@ -12,6 +14,10 @@ from hyperscan.cli._common import check_target, fail
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_tensorflow
+
+#: Exit status of a fit stopped by a signal (128 + SIGINT, as shells report it); its results
+#: are written, with `interrupted: true`.
+INTERRUPTED = 130
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -63,12 +69,26 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         configure_tensorflow(threads=card.training.threads)
     except ValueError as error:
         fail(str(error))
-    from hyperscan.fit import ProgressBar, member_specs, run_fit, summary, write_fit
+    from hyperscan.fit import (
+        ProgressBar,
+        member_specs,
+        run_fit,
+        stop_on_signals,
+        summary,
+        write_fit,
+    )
 
     members = len(member_specs(card.replica_ids, card.folds))
     bar = ProgressBar(card.epochs, members, enabled=progress)
+    stop = threading.Event()
+
+    def on_sync(report) -> bool:
+        bar(report)
+        return stop.is_set()
+
     try:
-        result = run_fit(card, problem=problem, on_sync=bar)
+        with stop_on_signals(stop):  # Ctrl-C or SIGTERM: stop at the next sync, keep the fit
+            result = run_fit(card, problem=problem, on_sync=on_sync)
     finally:
         bar.close()
     try:
@@ -82,6 +102,9 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         fail(f"cannot write {outdir}: {error.strerror or error}")
     click.echo(summary(result))
     click.echo(f"results in {outdir}/")
+    if result.interrupted:
+        click.echo(f"interrupted after {result.steps} of {card.epochs} epochs", err=True)
+        sys.exit(INTERRUPTED)
 
 
 for command in (study, worker, export, dashboard, scan, report, plot):

@@ -21,6 +21,7 @@ from hyperscan.fit._output import (
     write_fit,
 )
 from hyperscan.fit._progress import ProgressBar
+from hyperscan.fit._signals import stop_on_signals
 from hyperscan.fit._trainer import (
     DIVERGED,
     RUNNING,
@@ -56,6 +57,7 @@ __all__ = [
     "output_xgrid",
     "results_document",
     "run_fit",
+    "stop_on_signals",
     "summary",
     "trainer_settings",
     "usable_starts",

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +16,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
+from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._storage import load_study, open_storage
@@ -98,24 +97,6 @@ def trial_fits(seconds_left: float, expected: float | None) -> bool:
 
 def finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
-
-
-@contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGTERM/SIGINT set `stop`: the running trial ends at its next sync, then the worker."""
-    handled = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.getsignal(sig) for sig in handled}
-
-    def request_stop(signum, frame):
-        stop.set()
-
-    for sig in handled:
-        signal.signal(sig, request_stop)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def run_worker(

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -135,3 +139,37 @@ def test_a_scan_runcard_is_pointed_to_hyperscan_scan(tmp_path):
     result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "is a scan runcard" in result.output and "hyperscan scan" in result.output
+
+
+def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
+    """SIGINT mid-training: the fit ends at its next sync, its results are written with
+    `interrupted: true`, and the exit status is 130 (a fit that did not run to its end)."""
+    card = {**TINY, "epochs": 10_000_000, "stopping": {"threshold_chi2": 1.0e-6}}
+    runcard = _write(tmp_path / "long.yml", card)
+    cache = tmp_path / "cache"  # the compiled loop lands here once training is under way
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CUDA_VISIBLE_DEVICES": "-1"}
+    env.pop("TF_XLA_FLAGS", None)
+    command = [sys.executable, "-m", "hyperscan", "fit", str(runcard), "-o", str(tmp_path / "out")]
+    fit = subprocess.Popen(
+        [*command, "--no-progress"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.is_file() for p in cache.rglob("*")):
+            assert fit.poll() is None and time.monotonic() < deadline, fit.communicate()
+            time.sleep(0.2)
+        time.sleep(1.0)
+        fit.send_signal(signal.SIGINT)
+        stdout, stderr = fit.communicate(timeout=60)
+    finally:
+        fit.kill()
+    assert fit.returncode == 130, stdout + stderr
+    assert "interrupted after" in stderr and "Traceback" not in stderr
+    document = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert document["interrupted"] is True
+    assert 0 < document["steps"] < card["epochs"]
+    assert document["steps"] % card["training"]["steps_per_call"] == 0  # stopped at a sync

@@ -1,0 +1,27 @@
+"""Ending a fit at its next sync on SIGINT or SIGTERM, so that what it learnt is kept."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """SIGTERM/SIGINT set `stop`, which the fit's sync callback returns: the fit ends at its next
+    sync (at most `training.steps_per_call` steps later) instead of dying mid-step."""
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in handled}
+
+    def request_stop(signum, frame):
+        stop.set()
+
+    for sig in handled:
+        signal.signal(sig, request_stop)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
