@@ -34,6 +34,7 @@ def main() -> None:
     "outdir",
     required=True,
     type=click.Path(path_type=Path),
+    metavar="OUTDIR",
     help="Folder for results.json, pdfs.npz, history.npz and the runcard used.",
 )
 @click.option("--force", is_flag=True, help="Replace OUTDIR if it exists.")

@@ -125,7 +125,12 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
 @study_option
 @storage_option
 @click.option("--n-trials", type=click.IntRange(min=1), help="Stop after this many trials.")
-@click.option("--timeout", type=click.FloatRange(min=0), help="Stop starting trials after S s.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Stop starting trials after S s.",
+)
 @click.option(
     "--stop-after",
     type=click.FloatRange(min=0),
@@ -259,7 +264,13 @@ def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     show_default=True,
     help="Address to bind; the dashboard has no authentication and can delete studies.",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=8080, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to serve on.",
+)
 def dashboard(storage: str | None, host: str, port: int) -> None:
     """Serve optuna-dashboard for the storage (local only by default)."""
     quiet_optuna()
@@ -281,7 +292,13 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
 
 @click.command()
 @click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
-@click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="Worker processes on this machine; they share its cores.",
+)
 @storage_option
 @click.option("--name", help="Study name (default: the runcard's file name without .yml).")
 @click.option(

@@ -118,9 +118,12 @@ def summary(result: FitResult) -> str:
         f"{result.n_members} members, {result.steps} steps in {result.seconds:.1f} s: "
         f"{result.count('ok')} ok, {result.count('pos-veto')} pos-veto, "
         f"{result.count('diverged')} diverged" + (" (interrupted)" if result.interrupted else ""),
-        f"{'chi2/point':<14}{'mean':>10}{'median':>10}{'min':>10}{'max':>10}",
     ]
     ok = np.array([s == "ok" for s in result.status])
+    if not ok.any():
+        lines.append("no member ended ok, so no chi2 summary (results.json has each member's)")
+        return "\n".join(lines)
+    lines.append(f"{'chi2/point':<14}{'mean':>10}{'median':>10}{'min':>10}{'max':>10}")
     for name, values in result.chi2_per_point.items():
         values = values[ok & np.isfinite(values)]
         if values.size:

@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan import __version__
+from hyperscan.scan._local import counts_line
 from hyperscan.scan._space import export_text
 from hyperscan.scan._study import ScanError, StudySetup
 
@@ -20,10 +21,7 @@ def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
     study = setup.study
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
-        counts = {state.name.lower(): 0 for state in TrialState}
-        for trial in study.get_trials(deepcopy=False):
-            counts[trial.state.name.lower()] += 1
-        listed = ", ".join(f"{n} {state}" for state, n in counts.items() if n)
+        listed = counts_line(study)  # trashed apart from pruned, as `scan` prints them
         raise ScanError(
             f"study {study.study_name!r} has no complete trial yet ({listed or 'no trials'})"
         )

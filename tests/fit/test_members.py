@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from hyperscan.data import FIT_BASIS, load_problem
-from hyperscan.fit import build_members, member_specs, run_fit, trainer_settings
+from hyperscan.fit import build_members, member_specs, run_fit, summary, trainer_settings
 
 
 def _settings(card, **changes):
@@ -80,3 +80,19 @@ def test_an_exploding_member_is_flagged_and_the_others_finish(make_card):
         "non-finite parameters after the update",
     }
     assert np.isfinite(result.chi2_per_point["training"][[0, 2]]).all()
+
+
+def test_the_summary_tables_ok_members_only(make_card):
+    """The person reading a fit's summary sees the chi2 of the members that ended ok, and a
+    sentence instead of an empty table when none did."""
+    result = run_fit(make_card(replicas=[1, 2], epochs=20))
+    ok = dataclasses.replace(result, status=["ok", "diverged"])
+    lines = summary(ok).splitlines()
+    assert "1 ok, 0 pos-veto, 1 diverged" in lines[0]
+    training = next(line for line in lines if line.startswith("training"))
+    value = f"{ok.chi2_per_point['training'][0]:.4f}"
+    assert training.split()[1:] == [value] * 4  # mean, median, min and max of one member
+    none = dataclasses.replace(result, status=["diverged", "pos-veto"])
+    assert summary(none).splitlines()[1:] == [
+        "no member ended ok, so no chi2 summary (results.json has each member's)"
+    ]

@@ -129,6 +129,12 @@ def test_no_complete_trial_is_a_clear_message(tmp_path):
     assert "hyperscan study status --study stuck" in result.output
     assert "Traceback" not in result.output
     assert not output.exists()
+    best = tmp_path / "best.yml"
+    export = CliRunner().invoke(
+        main, ["export", "--study", "stuck", "--storage", storage, "-o", best]
+    )
+    assert export.exit_code == 2 and not best.exists()
+    assert "no complete trial yet (2 pruned, 1 running, 2 trashed)" in export.output
 
     empty = build_study(tmp_path / "e.journal", "empty", [])
     result = _report(empty, "empty", output)
