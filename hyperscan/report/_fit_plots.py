@@ -15,6 +15,7 @@ positivity; members excluded are counted in the figures.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_npz(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
+    if path.is_file() and not zipfile.is_zipfile(path):  # else numpy talks about pickles
+        raise FitPlotError(f"{path} is not an .npz archive: damaged, or not written by a fit")
     try:
         with np.load(path) as archive:
             missing = [key for key in keys if key not in archive]

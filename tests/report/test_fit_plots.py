@@ -164,3 +164,13 @@ def test_not_a_fit_folder_exits_2(tmp_path):
     missing = CliRunner().invoke(main, ["plot", str(tmp_path / "nope"), "-o", str(tmp_path)])
     assert missing.exit_code == 2 and "is not a folder" in missing.output
     assert not (tmp_path / "plots").exists()
+
+
+def test_a_damaged_archive_is_named_not_a_pickle_hint(fitdir, tmp_path):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(fitdir, damaged)
+    (damaged / "pdfs.npz").write_bytes(b"not an archive")
+    result = CliRunner().invoke(main, ["plot", str(damaged), "-o", str(tmp_path / "plots")])
+    assert result.exit_code == 2
+    assert "pdfs.npz is not an .npz archive" in result.output
+    assert "pickle" not in result.output and "Traceback" not in result.output
