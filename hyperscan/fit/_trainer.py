@@ -173,10 +173,13 @@ class Trainer:
         """Run up to `n_steps` steps in one device call (fewer if every member stops)."""
         step, chi2, status = self._run_steps(tf.constant(n_steps, tf.int32))
         chi2 = chi2.numpy()
+        points = self.model.points_per_category
         return SyncReport(
             step=int(step),
             chi2=chi2,
-            chi2_per_point=chi2 / np.maximum(self.model.points_per_category, 1),
+            # NaN for a category a member has no point in (held-out without folds), as the
+            # fit's results say null there, not 0.
+            chi2_per_point=np.where(points > 0, chi2 / np.maximum(points, 1), np.nan),
             status=status.numpy(),
         )
 

@@ -37,7 +37,7 @@ def test_fit_writes_results_pdfs_and_runcard(tmp_path):
     outdir = tmp_path / "out"
     result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir), "--no-progress"])
     assert result.exit_code == 0, result.output
-    assert "2 members" in result.output and "chi2/point" in result.output
+    assert "2 members" in result.output and f"results in {outdir}/" in result.output
 
     document = json.loads((outdir / "results.json").read_text())
     assert [m["replica"] for m in document["members"]] == [1, 2]
