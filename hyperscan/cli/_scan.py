@@ -189,7 +189,7 @@ def worker(
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
     quiet_optuna()
-    from hyperscan.scan import open_storage, open_study, run_worker, trial_line
+    from hyperscan.scan import open_storage, open_study, trial_line  # no TensorFlow yet
 
     if threads is None:  # the study's runcard may pin them (training.threads)
         try:
@@ -200,6 +200,7 @@ def worker(
         configure_tensorflow(device, threads)
     except ValueError as error:
         fail(str(error))
+    from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
 
     def show(trial) -> None:
         if not quiet:
