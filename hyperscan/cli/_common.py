@@ -53,16 +53,25 @@ def fail(message: str) -> NoReturn:
 def check_target(path: Path, force: bool) -> None:
     """Fail before any work when ``path`` (a file or folder to write) could not be written, so
     that a long fit or scan is never lost to a typo in ``-o``."""
-    if path.exists() and not force:
-        fail(f"{path} exists; use --force to replace it")
-    resolved = path.resolve()
+    try:
+        problem = _target_problem(path, force)
+    except OSError as error:  # e.g. a folder on the way that we may not even look into
+        problem = f"cannot write {path}: {error.strerror or error}"
+    if problem is not None:
+        fail(problem)
+
+
+def _target_problem(path: Path, force: bool) -> str | None:
+    if os.path.lexists(path) and not force:
+        return f"{path} exists; use --force to replace it"
     here = Path.cwd().resolve()
-    if resolved == here or resolved in here.parents:
-        fail(f"{path} is the current folder or holds it; give a new path")
-    ancestor = resolved.parent
-    while not ancestor.exists():
+    if path.resolve() == here or path.resolve() in here.parents:
+        return f"{path} is the current folder or holds it; give a new path"
+    ancestor = path.absolute().parent  # where the file or folder is renamed into place
+    while not os.path.lexists(ancestor):
         ancestor = ancestor.parent
     if not ancestor.is_dir():
-        fail(f"cannot write {path}: {ancestor} is a file, not a folder")
+        return f"cannot write {path}: {ancestor} is a file, not a folder"
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        fail(f"cannot write {path}: no permission to write in {ancestor}")
+        return f"cannot write {path}: no permission to write in {ancestor}"
+    return None

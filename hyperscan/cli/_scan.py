@@ -56,12 +56,13 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     """
     card = _load_scan_runcard(runcard)
     quiet_optuna()
-    from hyperscan.scan import create_study, open_storage
+    from hyperscan.scan import checked_data, create_study, open_storage
 
     name = name or runcard.stem
     try:
+        problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)
-        _, created = create_study(card, handle, name, source=str(runcard))
+        _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
     except _scan_errors() as error:
         fail(str(error))
     click.echo(f"study {name!r} {'created' if created else 'exists with this runcard'}")
@@ -320,6 +321,7 @@ def scan(
     card = _load_scan_runcard(runcard)
     quiet_optuna()
     from hyperscan.scan import (
+        checked_data,
         counts_line,
         create_study,
         default_output,
@@ -335,8 +337,9 @@ def scan(
     output = output or default_output(name)
     check_target(output, force=True)  # rewritten as the study grows: see --output
     try:
+        problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)
-        _, created = create_study(card, handle, name, source=str(runcard))
+        _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
         setup = open_study(handle, name)
     except _scan_errors() as error:
         fail(str(error))

@@ -17,7 +17,7 @@ from ._flavours import (
     flavour_combination,
     toy_pdf,
 )
-from ._from_runcard import load_problem
+from ._from_runcard import empty_folds, load_problem
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
@@ -33,6 +33,7 @@ __all__ = [
     "REAL_DATASETS",
     "Problem",
     "closure_problem",
+    "empty_folds",
     "experimental_chi2",
     "fit_to_fk_rotation",
     "flavour_combination",

@@ -39,7 +39,22 @@ def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
         _check_names({"data.datasets": runcard.data.datasets}, problem, source)
         problem = problem.select(list(runcard.data.datasets))
     _check_names({f"folds[{k}]": fold for k, fold in enumerate(runcard.folds)}, problem, source)
+    empty = empty_folds(runcard.folds, problem, "folds")
+    if empty:
+        raise RuncardError(empty, source=source)
     return problem
+
+
+def empty_folds(
+    folds: Sequence[Sequence[str]], problem: Problem, key: str
+) -> list[tuple[str, str]]:
+    """Folds that hold out every dataset, which would leave their members nothing to train on."""
+    everything = set(problem.names)
+    return [
+        (f"{key}[{k}]", "holds out every fitted dataset: its members would train on nothing")
+        for k, fold in enumerate(folds)
+        if everything <= set(fold)
+    ]
 
 
 def _check_names(lists: dict[str, Sequence[str]], problem: Problem, source: str) -> None:

@@ -10,7 +10,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from hyperscan import __version__
-from hyperscan.data import Problem, load_problem
+from hyperscan.data import Problem, empty_folds, load_problem
 from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
 from hyperscan.scan._storage import load_study, storage_url, study_names
 
@@ -46,6 +46,8 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
                 problems.append(
                     (f"scan.folds[{k}][{i}]", f"no dataset {name!r}; datasets: {sorted(names)}")
                 )
+    if not problems:  # names all known: a fold must leave something to train on
+        problems += empty_folds(runcard.scan.folds, problem, "scan.folds")
     if runcard.scan.objective.chi2 == "validation" and runcard.data.training_fraction >= 1:
         problems.append(
             (
@@ -70,16 +72,28 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         raise RuncardError(problems, source=source)
 
 
+def checked_data(runcard: ScanRuncard, source: str = "<runcard>") -> Problem:
+    """The study's data, with every check that needs them passed (RuncardError otherwise):
+    a command calls it before it opens, and so creates, a storage."""
+    problem = load_problem(runcard, source)
+    check_runcard(runcard, problem, source)
+    return problem
+
+
 def create_study(
-    runcard: ScanRuncard, storage: BaseStorage, name: str, source: str = "<runcard>"
+    runcard: ScanRuncard,
+    storage: BaseStorage,
+    name: str,
+    source: str = "<runcard>",
+    problem: Problem | None = None,
 ) -> tuple[optuna.Study, bool]:
     """Create the study once; the same runcard again is a no-op, a different one is refused.
 
     Returns the study and whether it was created now. Everything is checked before the first
-    write, so a refused runcard leaves the storage as it was.
+    write, so a refused runcard leaves the storage as it was. ``problem``: the runcard's data
+    from :func:`checked_data`, if the caller has them already.
     """
-    problem = load_problem(runcard, source)
-    check_runcard(runcard, problem, source)
+    problem = problem if problem is not None else checked_data(runcard, source)
     text = dump_runcard(runcard)
     if name not in study_names(storage):
         try:

@@ -100,6 +100,13 @@ def test_existing_output_is_refused_without_force(tmp_path):
         # Dataset names are checked once the data are built, still before any fitting.
         ({"data": {"closure": {"size": "tiny"}, "datasets": ["NOPE"]}}, "data.datasets[0]"),
         ({"data": {"real": {"q2min": 1.0e6}}}, "data.real: BCDMS"),  # no point passes the cuts
+        (
+            {
+                "data": {"closure": {"size": "tiny"}, "datasets": ["TOY_GLUON"]},
+                "folds": [["TOY_GLUON"]],
+            },
+            "folds[0]: holds out every fitted dataset",
+        ),
     ],
 )
 def test_bad_runcard_exits_2_with_the_key_and_no_traceback(tmp_path, card, fragment):
@@ -173,3 +180,16 @@ def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
     assert document["interrupted"] is True
     assert 0 < document["steps"] < card["epochs"]
     assert document["steps"] % card["training"]["steps_per_call"] == 0  # stopped at a sync
+
+
+def test_a_folder_we_may_not_look_into_is_a_message_not_a_traceback(tmp_path, monkeypatch):
+    """Path.exists() raises PermissionError under a folder of another user's (mode 0700)."""
+    from hyperscan.cli._common import check_target
+
+    def denied(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(os.path, "lexists", denied)
+    with pytest.raises(SystemExit) as exited:
+        check_target(tmp_path / "locked" / "out", force=False)
+    assert exited.value.code == 2

@@ -523,6 +523,20 @@ def test_bad_search_space_writes_nothing(url, tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yml"]
 
 
+def test_a_fold_holding_out_everything_is_refused(tmp_path):
+    names = ["TOY_HERA_NC_F2P", "TOY_HERA_CC_F2WP", "TOY_NUTEV_XF3WP", "TOY_GLUON"]
+    card = scan_card(scan={"folds": [names[:2], names[2:]]}, data={"datasets": names[:2]})
+    runcard = write_card(tmp_path / "bad.yml", card)
+    url = str(tmp_path / "scan.journal")
+    message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+    assert "scan.folds[1][0]: 'TOY_NUTEV_XF3WP' is not among the fitted datasets" in message
+    card["scan"]["folds"] = [names[:2]]
+    runcard = write_card(tmp_path / "bad.yml", card)
+    message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+    assert "scan.folds[0]: holds out every fitted dataset" in message
+    assert snapshot(url) is None
+
+
 def test_unknown_study_lists_existing_ones(url, tmp_path):
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "alpha")
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "beta")
