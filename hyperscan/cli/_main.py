@@ -71,6 +71,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     except ValueError as error:
         fail(str(error))
     from hyperscan.fit import (
+        OutputExistsError,
         ProgressBar,
         member_specs,
         run_fit,
@@ -88,7 +89,8 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         return stop.is_set()
 
     try:
-        with stop_on_signals(stop):  # Ctrl-C or SIGTERM: stop at the next sync, keep the fit
+        # Ctrl-C or SIGTERM: stop at the next sync and keep the fit; a second one aborts.
+        with stop_on_signals(stop, second_aborts=True):
             result = run_fit(card, problem=problem, on_sync=on_sync)
     finally:
         bar.close()
@@ -99,6 +101,8 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
             outdir,
             force=force,
         )
+    except OutputExistsError as error:  # another process made it during the fit
+        fail(str(error))
     except OSError as error:
         fail(f"cannot write {outdir}: {error.strerror or error}")
     click.echo(summary(result))

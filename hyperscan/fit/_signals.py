@@ -9,14 +9,22 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+def stop_on_signals(stop: threading.Event, second_aborts: bool = False) -> Iterator[None]:
     """SIGTERM/SIGINT set `stop`, which the fit's sync callback returns: the fit ends at its next
-    sync (at most `training.steps_per_call` steps later) instead of dying mid-step."""
+    sync (at most `training.steps_per_call` steps later) instead of dying mid-step.
+
+    second_aborts: a second signal acts as it would have without this, so a user at a terminal
+    can still abort at once. Not for workers: Ctrl-C on `hyperscan scan` reaches them twice,
+    as the terminal's SIGINT and the supervisor's SIGTERM.
+    """
     handled = (signal.SIGTERM, signal.SIGINT)
     previous = {sig: signal.getsignal(sig) for sig in handled}
 
     def request_stop(signum, frame):
         stop.set()
+        if second_aborts:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     for sig in handled:
         signal.signal(sig, request_stop)

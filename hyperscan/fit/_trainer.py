@@ -269,10 +269,11 @@ class Trainer:
             report = self.advance(min(cfg.steps_per_call, cfg.epochs - step))
             step = report.step
             history.append(report)
+            finished = report.n_running == 0 or step >= cfg.epochs
             if on_sync is not None and on_sync(report):
-                interrupted = True
+                interrupted = not finished  # a stop asked at the last sync ends nothing early
                 break
-            if report.n_running == 0:
+            if finished:
                 break
         state = tf.nest.map_structure(lambda value: value.numpy(), self.state)
         best_step = state["best_step"]

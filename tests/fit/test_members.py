@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import threading
+import time
 
 import numpy as np
+import pytest
 
 from hyperscan.data import FIT_BASIS, load_problem
-from hyperscan.fit import build_members, member_specs, run_fit, summary, trainer_settings
+from hyperscan.fit import (
+    build_members,
+    member_specs,
+    run_fit,
+    stop_on_signals,
+    summary,
+    trainer_settings,
+)
 
 
 def _settings(card, **changes):
@@ -96,3 +108,29 @@ def test_the_summary_tables_ok_members_only(make_card):
     assert summary(none).splitlines()[1:] == [
         "no member ended ok, so no chi2 summary (results.json has each member's)"
     ]
+
+
+def test_a_stop_asked_at_the_last_sync_is_not_an_interruption(make_card):
+    card = make_card(replicas=[1], epochs=40, training={"steps_per_call": 20, "jit": False})
+    at_the_end = run_fit(card, on_sync=lambda report: report.step >= card.epochs)
+    assert at_the_end.steps == card.epochs and not at_the_end.interrupted
+    at_once = run_fit(card, on_sync=lambda report: True)
+    assert at_once.steps == 20 and at_once.interrupted
+
+
+@pytest.mark.parametrize("second_aborts", [False, True])
+def test_signals_stop_the_fit_and_a_second_aborts_only_when_asked(second_aborts):
+    stop = threading.Event()
+    before = signal.getsignal(signal.SIGINT)
+    with stop_on_signals(stop, second_aborts=second_aborts):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs in the main thread, between bytecodes
+        assert stop.is_set()
+        if second_aborts:
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+        else:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # still handled: a worker ends its trial at the next sync
+    assert signal.getsignal(signal.SIGINT) is before  # restored
