@@ -55,7 +55,25 @@ def _keras_not_preloaded():
 def xla_cache_directory() -> Path:
     """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla/<machine>``."""
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "hyperscan" / "xla" / machine_key(_cpu_description())
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        cpuinfo = ""
+    cpu = cpu_description(cpuinfo, f"{platform.machine()} {platform.processor()}")
+    return Path(base) / "hyperscan" / "xla" / machine_key(cpu)
+
+
+#: /proc/cpuinfo fields that name a CPU and its instruction sets: x86 (model name, flags) and
+#: ARM (implementer, part, Features: SVE or not).
+_CPU_FIELDS = ("model name", "flags", "CPU implementer", "CPU architecture", "CPU part", "Features")
+
+
+def cpu_description(cpuinfo: str, platform_name: str) -> str:
+    """The first CPU's identifying fields from /proc/cpuinfo (empty off Linux), and the
+    platform's own name."""
+    first_cpu = cpuinfo.split("\n\n", 1)[0]
+    fields = [line for line in first_cpu.splitlines() if line.startswith(_CPU_FIELDS)]
+    return "\n".join([platform_name, *fields])
 
 
 def machine_key(cpu: str) -> str:
@@ -67,16 +85,6 @@ def machine_key(cpu: str) -> str:
     except importlib.metadata.PackageNotFoundError:
         tensorflow = "?"
     return hashlib.sha256(f"{cpu}\ntensorflow {tensorflow}".encode()).hexdigest()[:16]
-
-
-def _cpu_description() -> str:
-    """The CPU's model and instruction-set flags (Linux), else what the platform says."""
-    try:
-        first_cpu = Path("/proc/cpuinfo").read_text().split("\n\n", 1)[0]
-    except OSError:
-        first_cpu = ""
-    lines = [line for line in first_cpu.splitlines() if line.startswith(("model name", "flags"))]
-    return "\n".join([platform.machine(), platform.processor(), *lines])
 
 
 def _enable_xla_cache() -> None:

@@ -9,7 +9,12 @@ import sys
 
 import yaml
 
-from hyperscan.cli._tensorflow import XLA_CACHE_FLAG, machine_key, xla_cache_directory
+from hyperscan.cli._tensorflow import (
+    XLA_CACHE_FLAG,
+    cpu_description,
+    machine_key,
+    xla_cache_directory,
+)
 
 CARD = {
     "data": {"closure": {"size": "tiny", "level": 1}},
@@ -66,7 +71,16 @@ def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
 
 def test_each_kind_of_cpu_has_its_own_cache() -> None:
     """Nodes sharing $HOME but not their vector units must not share executables."""
-    avx2 = "x86_64\nmodel name : AMD EPYC\nflags : fpu sse avx avx2 fma"
-    avx512 = avx2 + " avx512f avx512bw"
-    assert machine_key(avx2) == machine_key(avx2)
-    assert machine_key(avx2) != machine_key(avx512)
+    avx2 = "processor : 0\nmodel name : AMD EPYC\nflags : fpu sse avx avx2 fma\ncpu MHz : 2400"
+    avx512 = avx2.replace("fma", "fma avx512f avx512bw")
+    neon = "processor : 0\nFeatures : fp asimd\nCPU implementer : 0x41\nCPU part : 0xd0c"
+    sve = neon.replace("asimd", "asimd sve")
+
+    def key(cpuinfo: str, machine: str = "x86_64") -> str:
+        return machine_key(cpu_description(cpuinfo, machine))
+
+    assert key(avx2) == key(avx2.replace("2400", "3100"))  # the clock is not the kind
+    assert key(avx2) != key(avx512)
+    assert key(neon, "aarch64") != key(sve, "aarch64")
+    second_cpu = "\n\nprocessor : 1\nflags : fpu"
+    assert key(avx2 + second_cpu) == key(avx2)  # the first CPU names the machine
