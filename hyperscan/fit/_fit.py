@@ -98,15 +98,12 @@ def build_ensemble(
     runcard: FitRuncard,
     *,
     problem: Problem | None = None,
-    members: Sequence[MemberSpec] | None = None,
 ) -> tuple[EnsembleModel, list[MemberSpec], list[np.ndarray]]:
     """The runcard's ensemble as `run_fit` builds it, in the runcard's precision: the model,
-    its members (the runcard's replicas unless given) and their initial weights, not yet
-    checked by `usable_starts`."""
+    its members (folds × replicas) and their initial weights, not yet checked by
+    `usable_starts`."""
     problem = problem if problem is not None else load_problem(runcard)
-    specs = (
-        list(members) if members is not None else member_specs(runcard.replica_ids, runcard.folds)
-    )
+    specs = member_specs(runcard.replica_ids, runcard.folds)
     inputs, params = build_members(runcard, problem, specs)
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
@@ -117,18 +114,17 @@ def run_fit(
     runcard: FitRuncard,
     *,
     problem: Problem | None = None,
-    members: Sequence[MemberSpec] | None = None,
     on_sync: Callable[[SyncReport], bool | None] | None = None,
     settings: TrainerSettings | None = None,
     initial_params: Sequence[np.ndarray] | None = None,
 ) -> FitResult:
-    """Fit the runcard's ensemble (its replicas, or the given members) in one model.
+    """Fit the runcard's ensemble (its folds × replicas) in one model.
 
     `settings` and `initial_params` override what the runcard implies; tests use them to
     inject a diverging member.
     """
     started = time.perf_counter()
-    model, specs, params = build_ensemble(runcard, problem=problem, members=members)
+    model, specs, params = build_ensemble(runcard, problem=problem)
     problem, dtype = model.problem, model.dtype
     settings = settings or trainer_settings(runcard, len(specs))
     if initial_params is not None:

@@ -440,7 +440,8 @@ def history_figure(fit: FitOutput) -> Figure:
         values = np.where(live & np.isfinite(chi2[:, :, category]), chi2[:, :, category], np.nan)
         values = np.where(values > 0, values, np.nan)
         for m in range(values.shape[1]):
-            label = None if many else f"replica {fit.replicas[m]}"
+            fold = f", fold {folds[m]}" if folds[m] >= 0 else ""
+            label = None if many else f"replica {fit.replicas[m]}{fold}"
             colour = BAND if many else colours[m]
             ax.plot(
                 steps, values[:, m], color=colour, lw=0.8, alpha=0.4 if many else 0.9, label=label

@@ -130,7 +130,7 @@ def _stored_runcard(text: str | None) -> ScanRuncard | None:
 def _differences(stored: ScanRuncard | None, runcard: ScanRuncard, shown: int = 5) -> str:
     """``key: stored → given`` for the settings that differ, so a user sees what changed."""
     if stored is None:
-        return "its stored runcard is not valid for this hyperscan version"
+        return "its stored runcard is missing or not valid for this hyperscan version"
     old, new = _flat(stored.model_dump(mode="json")), _flat(runcard.model_dump(mode="json"))
     keys = [key for key in {**old, **new} if old.get(key) != new.get(key)]
     listed = [f"{key}: {old.get(key)} → {new.get(key)}" for key in keys[:shown]]

@@ -400,6 +400,3 @@ def test_a_trial_s_fit_runcard_has_the_trial_s_members() -> None:
     params = suggest(optuna.create_study(sampler=optuna.samplers.RandomSampler(0)).ask(), card.scan)
     fit = fixed_runcard(card, params)
     assert fit.folds == card.scan.folds and fit.replica_ids == card.replica_ids
-    assert member_specs(fit.replica_ids, fit.folds) == member_specs(
-        card.replica_ids, card.scan.folds
-    )
