@@ -24,7 +24,7 @@ def _stderr_to_file():
         os.dup2(captured.fileno(), 2)
         try:
             yield captured
-        except BaseException:
+        except Exception:  # not Ctrl-C: the user asked to stop, not for TensorFlow's log
             os.dup2(saved, 2)
             captured.seek(0)
             sys.stderr.write(captured.read().decode(errors="replace"))

@@ -92,6 +92,7 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
             basis=np.array(FIT_BASIS),
             flavour_basis=np.array(FK_BASIS),
             replicas=result.replicas,
+            folds=result.folds,
             status=np.array(result.status),
         )
         np.savez_compressed(
@@ -123,7 +124,9 @@ def summary(result: FitResult) -> str:
     if not ok.any():
         lines.append("no member ended ok, so no chi2 summary (results.json has each member's)")
         return "\n".join(lines)
-    lines.append(f"{'chi2/point':<14}{'mean':>10}{'median':>10}{'min':>10}{'max':>10}")
+    lines.append(
+        f"{'chi2/point':<14}{'mean':>10}{'median':>10}{'min':>10}{'max':>10}  (ok members)"
+    )
     for name, values in result.chi2_per_point.items():
         values = values[ok & np.isfinite(values)]
         if values.size:

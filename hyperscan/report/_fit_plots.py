@@ -472,7 +472,10 @@ def history_figure(fit: FitOutput) -> Figure:
     axes[-1].legend(loc="upper right", ncols=2 if not many and chi2.shape[1] > 5 else 1)
     every = fit.steps_per_call
     recorded = f"recorded every {every} steps" if every else "recorded at every host sync"
-    figure.suptitle(f"Training history ({recorded}) — {_title(fit)}")
+    # Every member, the excluded ones too: how a member diverged or stalled is the point here.
+    figure.suptitle(
+        f"Training history of all {fit.n_members} members ({recorded}) — {fit.path.name}"
+    )
     return figure
 
 

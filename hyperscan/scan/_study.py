@@ -44,7 +44,10 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         for i, name in enumerate(fold):
             if name not in names:
                 problems.append(
-                    (f"scan.folds[{k}][{i}]", f"no dataset {name!r}; datasets: {sorted(names)}")
+                    (
+                        f"scan.folds[{k}][{i}]",
+                        f"no dataset {name!r}; datasets: {', '.join(problem.names)}",
+                    )
                 )
     if not problems:  # names all known: a fold must leave something to train on
         problems += empty_folds(runcard.scan.folds, problem, "scan.folds")

@@ -47,6 +47,7 @@ def test_fit_writes_results_pdfs_and_runcard(tmp_path):
         assert member["best_epoch"] >= -1
     pdfs = np.load(outdir / "pdfs.npz")
     assert pdfs["xf"].shape == (2, pdfs["x"].size, 8)
+    assert pdfs["replicas"].tolist() == [1, 2] and pdfs["folds"].tolist() == [-1, -1]
     assert np.isfinite(pdfs["xf"]).all()
     assert yaml.safe_load((outdir / "runcard.yml").read_text())["epochs"] == 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.yml", "out"]
