@@ -280,16 +280,21 @@ def test_another_local_address_is_refused(server: Server) -> None:
         socket.create_connection(("127.0.0.2", server.port), timeout=5).close()
 
 
-def test_a_missing_journal_is_an_error_not_a_new_file(tmp_path: Path) -> None:
-    missing = tmp_path / "typo.journal"
-    result = subprocess.run(
-        [*hyperscan_command(), "dashboard", "--storage", str(missing), "--port", str(free_port())],
+def refused_dashboard(storage: Path, port: int) -> subprocess.CompletedProcess[str]:
+    """`hyperscan dashboard` that must refuse to start: its output once it has exited."""
+    return subprocess.run(
+        [*hyperscan_command(), "dashboard", "--storage", str(storage), "--port", str(port)],
         capture_output=True,
         text=True,
         env=environment(),
         timeout=120,
         stdin=subprocess.DEVNULL,
     )
+
+
+def test_a_missing_journal_is_an_error_not_a_new_file(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.journal"
+    result = refused_dashboard(missing, free_port())
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no journal file" in result.stderr
     assert not missing.exists()
@@ -298,14 +303,7 @@ def test_a_missing_journal_is_an_error_not_a_new_file(tmp_path: Path) -> None:
 def test_a_port_in_use_is_an_error_not_a_traceback(journal: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)],
-            capture_output=True,
-            text=True,
-            env=environment(),
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+        result = refused_dashboard(journal, port)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"cannot serve the dashboard on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr and "dashboard on http" not in result.stdout

@@ -679,6 +679,19 @@ def test_worker_refuses_data_other_than_the_study_s(url, tmp_path):
 # --------------------------------------------------------------------------- export → fit
 
 
+def refit(runcard: Path, outdir: Path) -> list[dict[str, Any]]:
+    """`hyperscan fit RUNCARD` as a user runs it, on the workers' CPU settings: its members."""
+    fitted = subprocess.run(
+        [sys.executable, "-m", "hyperscan", "fit", runcard, "-o", outdir, "--no-progress"],
+        env=os.environ | WORKER_ENV,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert fitted.returncode == 0, fitted.stdout + fitted.stderr
+    return json.loads((outdir / "results.json").read_text())["members"]
+
+
 def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     """`hyperscan fit` of the exported runcard gives back the trial's value: the mean over
     replicas of the validation chi2 per point. Same seeds, the same thread count (pinned in the
@@ -704,15 +717,7 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     assert runcard.training.threads == 1  # the worker's --threads
     assert runcard.replica_ids == (1, 2)
 
-    fitted = subprocess.run(
-        [sys.executable, "-m", "hyperscan", "fit", best, "-o", tmp_path / "out", "--no-progress"],
-        env=os.environ | WORKER_ENV,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert fitted.returncode == 0, fitted.stdout + fitted.stderr
-    members = json.loads((tmp_path / "out" / "results.json").read_text())["members"]
+    members = refit(best, tmp_path / "out")
     assert [m["replica"] for m in members] == [1, 2]
     validation = [m["chi2_per_point"]["validation"] for m in members]
     assert sum(validation) / len(validation) == pytest.approx(trial.value, rel=1e-6, abs=0)
@@ -738,15 +743,7 @@ def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
     assert [list(fold) for fold in runcard.folds] == folds
     assert "# folds: the trial's k-fold ensemble" in best.read_text()
 
-    fitted = subprocess.run(
-        [sys.executable, "-m", "hyperscan", "fit", best, "-o", tmp_path / "out", "--no-progress"],
-        env=os.environ | WORKER_ENV,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert fitted.returncode == 0, fitted.stdout + fitted.stderr
-    members = json.loads((tmp_path / "out" / "results.json").read_text())["members"]
+    members = refit(best, tmp_path / "out")
     assert [(m["fold"], m["replica"]) for m in members] == [(0, 1), (0, 2), (1, 1), (1, 2)]
     per_fold = [
         sum(m["chi2_per_point"]["held_out"] for m in members if m["fold"] == k) / 2
