@@ -58,12 +58,17 @@ def empty_folds(
 
 
 def _check_names(lists: dict[str, Sequence[str]], problem: Problem, source: str) -> None:
+    unknown = unknown_names(lists, problem)
+    if unknown:
+        raise RuncardError(unknown, source=source)
+
+
+def unknown_names(lists: dict[str, Sequence[str]], problem: Problem) -> list[tuple[str, str]]:
+    """``(key[i], message)`` for each name in ``lists`` (by runcard key) the data lack."""
     available = problem.names
-    unknown = [
+    return [
         (f"{key}[{i}]", f"no dataset {name!r}; datasets: {', '.join(available)}")
         for key, names in lists.items()
         for i, name in enumerate(names)
         if name not in available
     ]
-    if unknown:
-        raise RuncardError(unknown, source=source)

@@ -10,7 +10,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from hyperscan import __version__
-from hyperscan.data import Problem, empty_folds, load_problem
+from hyperscan.data import Problem, empty_folds, load_problem, unknown_names
 from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
 from hyperscan.scan._storage import load_study, storage_url, study_names
 
@@ -38,17 +38,8 @@ class StudySetup:
 
 def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
     """Checks that need the data or the environment; the schema checked everything else."""
-    problems = []
-    names = set(problem.names)
-    for k, fold in enumerate(runcard.scan.folds):
-        for i, name in enumerate(fold):
-            if name not in names:
-                problems.append(
-                    (
-                        f"scan.folds[{k}][{i}]",
-                        f"no dataset {name!r}; datasets: {', '.join(problem.names)}",
-                    )
-                )
+    folds = {f"scan.folds[{k}]": fold for k, fold in enumerate(runcard.scan.folds)}
+    problems = unknown_names(folds, problem)
     if not problems:  # names all known: a fold must leave something to train on
         problems += empty_folds(runcard.scan.folds, problem, "scan.folds")
     if runcard.scan.objective.chi2 == "validation" and runcard.data.training_fraction >= 1:
