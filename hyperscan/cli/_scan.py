@@ -192,11 +192,14 @@ def worker(
     quiet_optuna()
     from hyperscan.scan import open_storage, open_study, trial_line  # no TensorFlow yet
 
-    if threads is None:  # the study's runcard may pin them (training.threads)
-        try:
-            threads = open_study(open_storage(storage), name).runcard.training.threads
-        except _scan_errors() as error:
-            fail(str(error))
+    try:
+        handle = open_storage(
+            storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
+        )
+        if threads is None:  # the study's runcard may pin them (training.threads)
+            threads = open_study(handle, name).runcard.training.threads
+    except _scan_errors() as error:
+        fail(str(error))
     try:
         configure_tensorflow(device, threads)
     except ValueError as error:
@@ -210,11 +213,9 @@ def worker(
     try:
         report = run_worker(
             name,
-            storage,
+            handle,
             n_trials=n_trials,
             timeout=timeout,
-            heartbeat_interval=heartbeat_interval,
-            grace_period=grace_period,
             stop_after=None if stop_after is None else stop_after - (time.monotonic() - started),
             on_trial=show,
         )

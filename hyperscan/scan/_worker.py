@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import BaseStorage
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
 from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
-from hyperscan.scan._storage import load_study, open_storage
+from hyperscan.scan._storage import load_study
 from hyperscan.scan._study import open_study, study_problem
 
 _logger = logging.getLogger(__name__)
@@ -101,24 +102,22 @@ def finished_trials(study: optuna.Study) -> int:
 
 def run_worker(
     study_name: str,
-    storage_url: str | None,
+    storage: BaseStorage,
     *,
     n_trials: int | None = None,
     timeout: float | None = None,
-    heartbeat_interval: int = 60,
-    grace_period: int = 600,
     stop_after: float | None = None,
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
 ) -> WorkerReport:
     """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
 
+    `storage` as :func:`open_storage` opened it, with the heartbeat settings of the worker: the
+    caller may have read the study's runcard from it already (one connection, one replay).
+
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
     to end in the time left (see :func:`expected_trial_seconds`).
     """
     deadline = None if stop_after is None else time.monotonic() + stop_after
-    storage = open_storage(
-        storage_url, heartbeat_interval=heartbeat_interval, grace_period=grace_period
-    )
     setup = open_study(storage, study_name)
     problem = study_problem(setup)
     runcard = setup.runcard

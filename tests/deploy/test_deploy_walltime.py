@@ -97,7 +97,7 @@ def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypat
             return 1.0
 
     monkeypatch.setattr(worker_module, "Objective", Sleepy)
-    report = run_worker("w", str(journal), stop_after=stop_after)
+    report = run_worker("w", open_storage(str(journal)), stop_after=stop_after)
     assert report.walltime_reached and not report.budget_reached
     assert report.trials >= 2
     assert len(study.get_trials(states=(TrialState.COMPLETE,))) == report.trials

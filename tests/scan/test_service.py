@@ -679,6 +679,19 @@ def test_worker_refuses_data_other_than_the_study_s(url, tmp_path):
 # --------------------------------------------------------------------------- export → fit
 
 
+def scan_and_export(
+    url: str, name: str, card: dict[str, Any], tmp_path: Path, workers: Callable[..., Worker]
+) -> tuple[Path, Result]:
+    """Study `name` created from `card`, run by one worker to its budget, its best exported."""
+    create(write_card(tmp_path / "scan.yml", card), url, name)
+    worker = workers(url, name)
+    assert worker.wait(timeout=180) == 0, worker.logs()
+    best = tmp_path / "best.yml"
+    exported = cli("export", "--study", name, "--storage", url, "-o", best)
+    assert exported.exit_code == 0, exported.output
+    return best, exported
+
+
 def refit(runcard: Path, outdir: Path) -> list[dict[str, Any]]:
     """`hyperscan fit RUNCARD` as a user runs it, on the workers' CPU settings: its members."""
     fitted = subprocess.run(
@@ -697,13 +710,7 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     replicas of the validation chi2 per point. Same seeds, the same thread count (pinned in the
     export) and the same machine: equal to a relative 1e-6 (in practice bit for bit)."""
     card = scan_card(scan={"trials": 2, "replicas": 2}, architecture={"nodes": [6]})
-    create(write_card(tmp_path / "scan.yml", card), url, "repro")
-    worker = workers(url, "repro")
-    assert worker.wait(timeout=180) == 0, worker.logs()
-
-    best = tmp_path / "best.yml"
-    exported = cli("export", "--study", "repro", "--storage", url, "-o", best)
-    assert exported.exit_code == 0, exported.output
+    best, exported = scan_and_export(url, "repro", card, tmp_path, workers)
     study = load_study(open_storage(url), "repro")
     trial = study.best_trial
     assert f"trial {trial.number} (value {trial.value:.6g}) written to {best}" in exported.stdout
@@ -732,12 +739,7 @@ def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
     card = scan_card(
         scan={"trials": 2, "replicas": 2, "folds": folds, "objective": {"chi2": "held_out"}}
     )
-    create(write_card(tmp_path / "scan.yml", card), url, "kfold")
-    worker = workers(url, "kfold")
-    assert worker.wait(timeout=180) == 0, worker.logs()
-    best = tmp_path / "best.yml"
-    exported = cli("export", "--study", "kfold", "--storage", url, "-o", best)
-    assert exported.exit_code == 0, exported.output
+    best, _ = scan_and_export(url, "kfold", card, tmp_path, workers)
     trial = load_study(open_storage(url), "kfold").best_trial
     runcard = load_fit_runcard(best)
     assert [list(fold) for fold in runcard.folds] == folds

@@ -36,7 +36,7 @@ def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(_objective, "run_fit", fit_once_overtaken)
-    report = run_worker("resilient", str(tmp_path / "study.journal"))
+    report = run_worker("resilient", open_storage(str(tmp_path / "study.journal")))
     assert report.budget_reached
     trials = load_study(storage, "resilient").get_trials()
     states = [t.state for t in trials]
