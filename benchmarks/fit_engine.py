@@ -192,17 +192,17 @@ def _passthrough(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
 
 
 def _per_member_clip(clipnorm: tf.Tensor) -> Callable[..., list[tf.Tensor]]:
-    """Identity whose gradient is clipped to each member's own global norm.
+    """Identity whose gradient is clipped per variable and member, as hyperscan clips.
 
-    Keras clips per variable (`clipnorm`) or over all variables (`global_clipnorm`); with
-    several members in one variable neither is hyperscan's per-member clipping, so a batched
-    Keras model needs it in the graph to do the same math.
+    Keras' `clipnorm` clips each variable, so with several members in one variable it would
+    clip them together; a batched Keras model needs the per-member clip in the graph to do
+    the same math.
     """
 
     @tf.custom_gradient
     def clip(*params: tf.Tensor):
         def grad(*upstream: tf.Tensor) -> list[tf.Tensor]:
-            return clip_by_member_norm(upstream, member_norm(upstream), clipnorm)
+            return [clip_by_member_norm([g], member_norm([g]), clipnorm)[0] for g in upstream]
 
         return [tf.identity(p) for p in params], grad
 
@@ -227,7 +227,7 @@ class KerasReplicas(keras.Model):
             weight.assign(value.astype(np.float32))
             self.member_weights.append(weight)
         clipnorm = setup.settings.clipnorm
-        # One member: Keras' own global_clipnorm is exactly the per-member clip.
+        # One member: Keras' own clipnorm is exactly the per-member clip.
         self.clip = (
             None
             if self.ensemble.n_members == 1 or not np.all(np.isfinite(clipnorm))
@@ -251,7 +251,7 @@ def keras_model(setup: Setup) -> KerasReplicas:
     one_member = setup.model.n_members == 1 and np.isfinite(clipnorm)
     optimizer = keras.optimizers.Nadam(
         learning_rate=float(settings.learning_rate[0]),
-        global_clipnorm=clipnorm if one_member else None,
+        clipnorm=clipnorm if one_member else None,
     )
     model.compile(optimizer=optimizer, loss=_passthrough)  # jit_compile "auto"
     return model

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import tensorflow as tf
 
 EPSILON = 1e-7
@@ -118,7 +119,9 @@ def _rmsprop() -> Optimizer:
         new_params, new_velocity = [], []
         for p, g, velocity in zip(params, grads, state["velocity"], strict=True):
             velocity = rho * velocity + (1.0 - rho) * tf.square(g)
-            new_params.append(p - per_member(lr, p) * g / (tf.sqrt(velocity) + EPSILON))
+            # Keras 3 adds ε under the root: with NNPDF's tiny clipnorm the gradients are ~1e-7,
+            # so ε outside it would make the steps ~1000 times larger than n3fit's.
+            new_params.append(p - per_member(lr, p) * g / tf.sqrt(velocity + EPSILON))
             new_velocity.append(velocity)
         return new_params, {"velocity": new_velocity}
 
@@ -183,10 +186,26 @@ def member_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
 def clip_by_member_norm(
     grads: Sequence[tf.Tensor], norm: tf.Tensor, clipnorm: tf.Tensor
 ) -> list[tf.Tensor]:
-    """Scale each member's gradient so that *its own* global norm is at most clipnorm (M,).
-
-    Keras' clipnorm clips per variable, and a variable shared by all members would clip them
-    together: the coupling that made n3fit abandon its batched layer.
-    """
+    """Scale each member's gradients so that their norm ``norm`` (M,) is at most clipnorm (M,)."""
     scale = tf.where(norm > clipnorm, clipnorm / norm, tf.ones_like(norm))
     return [g * per_member(scale, g) for g in grads]
+
+
+def variable_columns(sizes: Sequence[int], dtype: tf.DType) -> tf.Tensor:
+    """(P, V) one-hot map from the columns of flat (M, P) parameters to their V variables."""
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    return tf.constant(owner[:, None] == np.arange(len(sizes))[None, :], dtype)
+
+
+def clip_per_variable(flat: tf.Tensor, columns: tf.Tensor, clipnorm: tf.Tensor) -> tf.Tensor:
+    """Keras' clipnorm, member by member: each variable's gradient scaled to norm ≤ clipnorm.
+
+    `flat` is the (M, P) gradient, `columns` its `variable_columns` map, clipnorm (M,). Keras
+    clips each variable on its own, so n3fit's defaults (NNPDF4.0's clipnorm) were tuned for
+    that; with members in one variable it would clip them together, the coupling that made
+    n3fit abandon its batched layer, so here every (member, variable) has its own norm.
+    """
+    norms = tf.sqrt(tf.square(flat) @ columns)  # (M, V)
+    limit = clipnorm[:, None]
+    scale = tf.where(norms > limit, limit / norms, tf.ones_like(norms))
+    return flat * tf.matmul(scale, columns, transpose_b=True)

@@ -8,7 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.fit._optimizers import clip_by_member_norm, make_optimizer, member_norm, per_member
+from hyperscan.fit._optimizers import (
+    clip_per_variable,
+    make_optimizer,
+    member_norm,
+    per_member,
+    variable_columns,
+)
 from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
 
 RUNNING, STOPPED, DIVERGED = 0, 1, 2
@@ -100,6 +106,7 @@ class Trainer:
         )
         self._shapes = [p.shape[1:] for p in initial_params]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
+        self._columns = variable_columns(self._sizes, dtype)
         params = tf.constant(
             np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in initial_params], axis=1),
             dtype,
@@ -221,9 +228,9 @@ class Trainer:
         )
         stopped = alive & (since_best >= cfg.patience_steps)
 
-        clipped = clip_by_member_norm(grads, norm, self._clipnorm)
+        clipped = clip_per_variable(grads[0], self._columns, self._clipnorm)
         (new_params,), new_optimizer = self._optimizer.update(
-            [params], clipped, s["optimizer"], s["member_steps"], self._lr
+            [params], [clipped], s["optimizer"], s["member_steps"], self._lr
         )
         finite = tf.reduce_all(tf.math.is_finite(new_params), axis=1)
         reason = tf.where(alive & ~stopped & ~finite, 4, reason)

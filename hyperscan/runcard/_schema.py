@@ -368,7 +368,7 @@ class OptimizerSection(_Section):
 
     name: OptimizerName = "nadam"
     learning_rate: PositiveFloat = 2.621e-3
-    #: Per-replica gradient-norm clipping; null disables clipping.
+    #: Each variable's gradient clipped to this norm, per member (Keras' clipnorm); null: none.
     clipnorm: PositiveFloat | None = 6.073e-6
 
 

@@ -111,7 +111,12 @@ def test_the_summary_tables_ok_members_only(make_card):
 
 
 def test_a_stop_asked_at_the_last_sync_is_not_an_interruption(make_card):
-    card = make_card(replicas=[1], epochs=40, training={"steps_per_call": 20, "jit": False})
+    card = make_card(
+        replicas=[1],
+        epochs=40,
+        stopping={"patience": 1.0},  # runs to the last epoch
+        training={"steps_per_call": 20, "jit": False},
+    )
     at_the_end = run_fit(card, on_sync=lambda report: report.step >= card.epochs)
     assert at_the_end.steps == card.epochs and not at_the_end.interrupted
     at_once = run_fit(card, on_sync=lambda report: True)
