@@ -37,23 +37,14 @@ def replica_data(problem: Problem, replica: int, seed: int) -> np.ndarray:
     return out
 
 
-def _n_training(n: int, fraction: float) -> int:
-    """round(fraction * n) half up, with >= 1 validation point when fraction < 1 and n > 1."""
-    if fraction >= 1.0:
-        return n
-    k = int(np.floor(fraction * n + 0.5))
-    if n > 1:
-        k = min(k, n - 1)
-    return max(k, 1)
-
-
 def training_mask(problem: Problem, replica: int, seed: int, fraction: float) -> np.ndarray:
-    """(N,) bool, True for training points: per dataset round(fraction * n_data) at random.
+    """(N,) bool, True for training points: per dataset floor(fraction * n_data) at random.
 
-    Each dataset draws from its own stream SeedSequence([seed, replica, 1, crc32(name)]), so a
-    dataset's mask is the same in any sub-problem (k-folds) and independent of the pseudo-data
-    fluctuations of the same replica. A dataset keeps at least one training point, and at least
-    one validation point when fraction < 1 and it has more than one point.
+    n3fit's rule: a dataset too small for one training point (fraction * n_data < 1, a
+    one-point dataset for instance) trains a point with probability ``fraction``, else only
+    validates. Each dataset draws from its own stream SeedSequence([seed, replica, 1,
+    crc32(name)]), so a dataset's mask is the same in any sub-problem (k-folds) and
+    independent of the pseudo-data fluctuations of the same replica.
     """
     seed = _check_index(seed, "seed")
     replica = _check_index(replica, "replica")
@@ -63,14 +54,15 @@ def training_mask(problem: Problem, replica: int, seed: int, fraction: float) ->
     mask = np.zeros(problem.n_data, dtype=bool)
     for dataset, s in zip(problem.datasets, problem.dataset_slices(), strict=True):
         n = dataset.n_data
-        k = _n_training(n, fraction)
-        if k == n:
+        if fraction == 1.0:
             mask[s] = True
             continue
         key = zlib.crc32(dataset.name.encode("utf-8"))
         rng = np.random.default_rng(np.random.SeedSequence([seed, replica, _MASK_STREAM, key]))
-        chosen = rng.permutation(n)[:k]
+        k = int(fraction * n)
+        if k == 0:
+            k = int(rng.random() < fraction)
         local = np.zeros(n, dtype=bool)
-        local[chosen] = True
+        local[rng.permutation(n)[:k]] = True
         mask[s] = local
     return mask
