@@ -49,16 +49,21 @@ def build_members(
     names = [d.name for d in problem.datasets]
     data, categories, alphas, betas, weights = [], [], [], [], []
     for spec in specs:
-        if runcard.data.pseudodata:
-            data.append(replica_data(problem, spec.replica, seeds.data))
-        else:
-            data.append(problem.central)
         mask = training_mask(problem, spec.replica, seeds.split, runcard.data.training_fraction)
         member_categories = np.where(mask, TRAINING, VALIDATION)
         for name, block in zip(names, problem.dataset_slices(), strict=True):
             if name in spec.held_out:
                 member_categories[block] = HELD_OUT
         categories.append(member_categories)
+        member_data = (
+            replica_data(problem, spec.replica, seeds.data)
+            if runcard.data.pseudodata
+            else problem.central
+        )
+        # A held-out fold is scored against the central data, as n3fit scores its folds: the
+        # replica's fluctuations there are noise the network never saw (and, through shared
+        # systematics, correlated with the training data's), not a test of generalisation.
+        data.append(np.where(member_categories == HELD_OUT, problem.central, member_data))
         rng = np.random.default_rng(np.random.SeedSequence([seeds.network, spec.replica]))
         ranges = [runcard.preprocessing[flavour] for flavour in FIT_BASIS]
         alphas.append([rng.uniform(*r.alpha) for r in ranges])

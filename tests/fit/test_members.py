@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from hyperscan.data import FIT_BASIS, load_problem
+from hyperscan.data import FIT_BASIS, load_problem, replica_data
 from hyperscan.fit import (
     build_members,
     member_specs,
@@ -20,6 +20,7 @@ from hyperscan.fit import (
     summary,
     trainer_settings,
 )
+from hyperscan.model import HELD_OUT
 
 
 def _settings(card, **changes):
@@ -36,6 +37,21 @@ def _constant_pdf_weights(card, sigma_bias: float, gluon_bias: float):
     for name in ("V", "V3", "V8"):
         params[-1][0, FIT_BASIS.index(name)] = 1.0
     return params
+
+
+def test_a_held_out_fold_is_scored_against_the_central_data(make_card):
+    """As n3fit scores its folds; the points a member fits keep the replica's pseudodata."""
+    card = make_card(replicas=[1, 2])
+    problem = load_problem(card)
+    fold = [problem.datasets[0].name]
+    inputs, _ = build_members(card, problem, member_specs(card.replica_ids, [fold]))
+    held_out = inputs.categories == HELD_OUT
+    assert held_out.any(axis=1).all() and not held_out.all(axis=1).any()
+    for m, replica in enumerate(card.replica_ids):
+        pseudodata = replica_data(problem, replica, card.seeds.data)
+        expected = np.where(held_out[m], problem.central, pseudodata)
+        np.testing.assert_array_equal(inputs.data[m], expected)
+        assert not np.allclose(pseudodata[held_out[m]], problem.central[held_out[m]])
 
 
 def test_a_member_that_cannot_improve_stops_after_patience(make_card):
