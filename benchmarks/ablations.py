@@ -49,20 +49,11 @@ from hyperscan.fit import (  # noqa: E402
     trainer_settings,
 )
 from hyperscan.model import TRAINING, EnsembleModel, sum_rule_quadrature  # noqa: E402
-from hyperscan.model._ensemble import POSITIVITY_ELU_ALPHA, Observables  # noqa: E402
+from hyperscan.model._ensemble import Observables  # noqa: E402
 from hyperscan.model._network import forward  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
 
 N_CATEGORIES = 3
-
-
-def positivity(model: EnsembleModel, flat: tf.Tensor) -> tf.Tensor:
-    """The engine's positivity penalty from the flattened PDF (as in EnsembleModel)."""
-    if model._positivity_fk is None:
-        return tf.zeros([model.n_members], model.dtype)
-    values = -model._positivity_product(flat)
-    penalty = tf.nn.relu(values) + POSITIVITY_ELU_ALPHA * (tf.exp(tf.minimum(values, 0.0)) - 1.0)
-    return tf.reduce_sum(penalty, axis=1)
 
 
 # ------------------------------------------------------------------------------------------
@@ -88,11 +79,13 @@ class PerDatasetFK(EnsembleModel):
         ]
         return tf.concat(parts, axis=1)
 
-    def observables(self, params):
+    def observables(self, params, multiplier=1.0):
         pdf = self._normalised_pdf(params)
         residuals = self._data - self._predict(pdf)
         flat = tf.reshape(pdf, (self.n_members, -1))
-        return Observables(self.chi2_from_residuals(residuals), positivity(self, flat))
+        return Observables(
+            self.chi2_from_residuals(residuals), self.positivity_penalty(flat, multiplier)
+        )
 
 
 class FourteenFlavourFK(EnsembleModel):
@@ -108,12 +101,14 @@ class FourteenFlavourFK(EnsembleModel):
             columns.append(padded.reshape(d.n_data, -1))
         self._fk14 = self._constant(np.concatenate(columns).T)
 
-    def observables(self, params):
+    def observables(self, params, multiplier=1.0):
         pdf = self._normalised_pdf(params)
         pdf14 = tf.reshape(pdf @ self._rotation, (self.n_members, -1))  # (M, P·14)
         residuals = self._data - pdf14 @ self._fk14
         flat = tf.reshape(pdf, (self.n_members, -1))
-        return Observables(self.chi2_from_residuals(residuals), positivity(self, flat))
+        return Observables(
+            self.chi2_from_residuals(residuals), self.positivity_penalty(flat, multiplier)
+        )
 
 
 def _member_factors(model: EnsembleModel, categories: np.ndarray, solve_each_step: bool):
@@ -164,7 +159,7 @@ class DenseMemberFactors(EnsembleModel):
             for block, factors, onehot, permutation in factors
         ]
 
-    def observables(self, params):
+    def observables(self, params, multiplier=1.0):
         flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
         residuals = self._data - self._fk_product(flat)
         chi2 = 0.0
@@ -176,7 +171,7 @@ class DenseMemberFactors(EnsembleModel):
             else:
                 z = tf.einsum("mij,mj->mi", factors, part)
             chi2 += tf.einsum("mn,mnc->mc", tf.square(z), onehot)
-        return Observables(chi2, positivity(self, flat))
+        return Observables(chi2, self.positivity_penalty(flat, multiplier))
 
 
 class CholeskySolves(DenseMemberFactors):
@@ -188,9 +183,9 @@ class CholeskySolves(DenseMemberFactors):
 class SeparateValidationPass(EnsembleModel):
     """Validation χ² from a second forward pass, outside the gradient (n3fit's pattern)."""
 
-    def observables(self, params):
-        training = super().observables(params)
-        validation = super().observables([tf.stop_gradient(p) for p in params])
+    def observables(self, params, multiplier=1.0):
+        training = super().observables(params, multiplier)
+        validation = super().observables([tf.stop_gradient(p) for p in params], multiplier)
         mask = tf.one_hot(TRAINING, N_CATEGORIES, dtype=self.dtype)
         chi2 = training.chi2 * mask + validation.chi2 * (1.0 - mask)
         return Observables(chi2, training.positivity)

@@ -239,8 +239,7 @@ class KerasReplicas(keras.Model):
         params = [weight.value for weight in self.member_weights]
         if self.clip is not None:
             params = self.clip(*params)
-        observables = self.ensemble.observables(params)
-        loss = tf.reduce_sum(observables.chi2[:, TRAINING] + self.lam * observables.positivity)
+        loss = tf.reduce_sum(self.ensemble.observables(params, self.lam).loss)
         return tf.zeros_like(inputs) + loss  # (batch, 1)
 
 
@@ -294,9 +293,8 @@ def keras_fit(model: KerasReplicas, samples: int, epochs: int) -> tuple[list[flo
 
 def hyperscan_loss(setup: Setup) -> float:
     params = [tf.constant(p, tf.float32) for p in setup.params]
-    observables = setup.model.observables(params)
     lam = setup.settings.lambda_initial
-    return float(tf.reduce_sum(observables.chi2[:, TRAINING] + lam * observables.positivity))
+    return float(tf.reduce_sum(setup.model.observables(params, lam).loss))
 
 
 def step_difference(loop: Loop, params: Sequence[np.ndarray], learning_rate: float) -> float:
@@ -470,8 +468,7 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
         return tf.reduce_sum(tf.square(residuals)) + tf.reduce_sum(positivity)
 
     def full(ps: list[tf.Tensor]) -> tf.Tensor:
-        observables = model.observables(ps)
-        return tf.reduce_sum(observables.chi2[:, TRAINING] + 100.0 * observables.positivity)
+        return tf.reduce_sum(model.observables(ps, 100.0).loss)
 
     rng = np.random.default_rng(0)
     residuals = tf.constant(rng.standard_normal((members, model._data.shape[1])), tf.float32)

@@ -44,7 +44,7 @@ class FitResult:
     replicas: np.ndarray  # (M,)
     folds: np.ndarray  # (M,) -1 when nothing is held out
     status: list[str]  # ok | pos-veto | diverged
-    best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity
+    best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity and the χ² threshold
     stop_epoch: np.ndarray  # (M,) -1 when the member ran until the last epoch
     divergence: list[str]  # why each diverged member diverged, "" for the others
     chi2_per_point: dict[str, np.ndarray]  # training, validation, held_out, experimental: (M,)
@@ -208,8 +208,6 @@ def usable_starts(
 def _start_ok(
     model: EnsembleModel, params: Sequence[np.ndarray], settings: TrainerSettings
 ) -> np.ndarray:
-    observables = model.observables([tf.constant(p, model.dtype) for p in params])
-    loss = (
-        observables.chi2[:, TRAINING] + settings.lambda_initial * observables.positivity
-    ).numpy()
+    weights = [tf.constant(p, model.dtype) for p in params]
+    loss = model.observables(weights, settings.lambda_initial).loss.numpy()
     return np.isfinite(loss) & (loss <= settings.max_loss)

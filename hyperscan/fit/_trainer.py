@@ -38,7 +38,7 @@ class TrainerSettings:
     clipnorm: np.ndarray  # (M,), inf for no clipping
     epochs: int
     patience_steps: int
-    threshold_chi2: float  # validation χ² per point under which patience counts
+    threshold_chi2: float  # validation χ²/point a member must reach before any best step
     positivity_threshold: float
     lambda_initial: float
     lambda_factor: float  # λ multiplied by this every LAMBDA_UPDATE_INTERVAL steps
@@ -196,8 +196,8 @@ class Trainer:
         active = s["status"] == RUNNING
         with tf.GradientTape() as tape:
             tape.watch(params)
-            observables = self.model.observables(self._split(params))
-            loss = observables.chi2[:, TRAINING] + s["lam"] * observables.positivity
+            observables = self.model.observables(self._split(params), s["lam"])
+            loss = observables.loss
             # Members' parameters are disjoint, so d(Σ loss)/dθ_m = dloss_m/dθ_m, and a
             # non-finite member cannot leak into the others' gradients.
             total = tf.reduce_sum(loss)
@@ -212,21 +212,26 @@ class Trainer:
         diverged = active & (reason > 0)
         alive = active & ~diverged
 
-        # Stopping looks at the weights this step started from (one forward pass per step).
+        # Stopping looks at the weights this step started from (one forward pass per step),
+        # as n3fit's: a step is the best so far only if its validation χ² improves, every
+        # positivity set passes, and the member's validation χ²/point has been below the
+        # threshold once (until then it has no best step: n3fit vetoes such a replica). From
+        # its first best step a member counts the steps since its best, and stops when they
+        # exceed the patience.
         chi2 = observables.chi2
         validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
-        positivity_ok = observables.positivity < cfg.positivity_threshold
-        improved = alive & positivity_ok & (validation < s["best_val"])
-        counting = s["counting"] | (
-            alive & (validation / self._stopping_points < cfg.threshold_chi2)
+        positivity_ok = tf.reduce_all(observables.positivity < cfg.positivity_threshold, axis=1)
+        below_threshold = validation / self._stopping_points < cfg.threshold_chi2
+        improved = (
+            alive & positivity_ok & (s["counting"] | below_threshold) & (validation < s["best_val"])
         )
-        has_best = (s["best_step"] >= 0) | improved
+        counting = s["counting"] | improved
         since_best = tf.where(
             improved,
             0,
-            tf.where(alive & counting & has_best, s["since_best"] + 1, s["since_best"]),
+            tf.where(alive & counting, s["since_best"] + 1, s["since_best"]),
         )
-        stopped = alive & (since_best >= cfg.patience_steps)
+        stopped = alive & (since_best > cfg.patience_steps)
 
         clipped = clip_per_variable(grads[0], self._columns, self._clipnorm)
         (new_params,), new_optimizer = self._optimizer.update(

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
-from hyperscan.model._chi2 import Chi2, whitening
+from hyperscan.model._chi2 import TRAINING, Chi2, whitening
 from hyperscan.model._network import forward, network_features
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 
@@ -41,7 +41,12 @@ class MemberInputs:
 @dataclass(frozen=True)
 class Observables:
     chi2: tf.Tensor  # (M, 3) training, validation, held-out
-    positivity: tf.Tensor  # (M,) penalty before the multiplier λ
+    positivity: tf.Tensor  # (M, S) each positivity set's penalty Σ elu(−λ·y), λ inside
+
+    @property
+    def loss(self) -> tf.Tensor:
+        """What training minimises, (M,): the training χ² and every positivity penalty."""
+        return self.chi2[:, TRAINING] + tf.reduce_sum(self.positivity, axis=1)
 
 
 def preprocessing(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -96,6 +101,10 @@ class EnsembleModel:
             if problem.positivity
             else (None, None)
         )
+        sets = np.repeat(
+            np.arange(len(problem.positivity)), [p.n_points for p in problem.positivity]
+        )
+        self._positivity_sets = self._constant(sets[:, None] == np.arange(len(problem.positivity)))
         self._data = self._constant(members.data)
         blocks = problem.blocks()
         systematics = (
@@ -183,17 +192,30 @@ class EnsembleModel:
         """Matmul FLOPs of the χ² per member-step, forward + backward."""
         return self._chi2.flops()
 
-    def observables(self, params: Sequence[tf.Tensor]) -> Observables:
-        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
-        residuals = self._data - self._fk_product(flat)
-        chi2 = self.chi2_from_residuals(residuals)
+    def positivity_penalty(self, flat: tf.Tensor, multiplier: tf.Tensor | float) -> tf.Tensor:
+        """Each positivity set's penalty Σ elu(−λ·y) from the flattened PDF: (M, S).
+
+        λ multiplies the observable inside the elu, as in n3fit: far inside the allowed region
+        a point then costs −α and pulls with λα·exp(−λy) ≈ 0; with λ outside, the pull would be
+        λα·exp(−y), ~0.1 per point once λ reaches 1e6.
+        """
         if self._positivity_fk is None:
-            return Observables(chi2, tf.zeros_like(chi2[:, 0]))
-        values = -self._positivity_product(flat)
+            return tf.zeros([self.n_members, 0], self.dtype)
+        scale = tf.reshape(tf.cast(multiplier, self.dtype), [-1, 1])
+        values = -scale * self._positivity_product(flat)
         penalty = tf.nn.relu(values) + POSITIVITY_ELU_ALPHA * (
             tf.exp(tf.minimum(values, 0.0)) - 1.0
         )
-        return Observables(chi2, tf.reduce_sum(penalty, axis=1))
+        return penalty @ self._positivity_sets
+
+    def observables(
+        self, params: Sequence[tf.Tensor], multiplier: tf.Tensor | float = 1.0
+    ) -> Observables:
+        """χ² per category and positivity penalties, λ = `multiplier` (scalar or (M,))."""
+        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
+        residuals = self._data - self._fk_product(flat)
+        chi2 = self.chi2_from_residuals(residuals)
+        return Observables(chi2, self.positivity_penalty(flat, multiplier))
 
     def pdf(self, params: Sequence[tf.Tensor], x: np.ndarray) -> np.ndarray:
         """Normalised x·f in the fitted basis at any x: (M, n_x, 8), as numpy."""

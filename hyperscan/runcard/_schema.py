@@ -377,7 +377,8 @@ class Stopping(_Section):
 
     #: Steps without improvement before a replica stops, as a fraction of ``epochs``.
     patience: Annotated[Float, Field(gt=0, le=1)] = 0.1
-    #: The patience counter only runs once the validation chi2 per point is below this.
+    #: A member has no best step, nor a patience count, until its validation chi2 per point is
+    #: below this (n3fit: a member that never gets there is vetoed).
     threshold_chi2: PositiveFloat = 3.5
     #: A step counts as a new best only when every positivity loss is below this.
     positivity_threshold: Annotated[Float, Field(ge=0)] = 1.0e-6

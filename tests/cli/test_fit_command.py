@@ -152,7 +152,7 @@ def test_a_scan_runcard_is_pointed_to_hyperscan_scan(tmp_path):
 def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
     """SIGINT mid-training: the fit ends at its next sync, its results are written with
     `interrupted: true`, and the exit status is 130 (a fit that did not run to its end)."""
-    card = {**TINY, "epochs": 10_000_000, "stopping": {"threshold_chi2": 1.0e-6}}
+    card = {**TINY, "epochs": 10_000_000, "stopping": {"patience": 1.0}}
     runcard = _write(tmp_path / "long.yml", card)
     cache = tmp_path / "cache"  # the compiled loop lands here once training is under way
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CUDA_VISIBLE_DEVICES": "-1"}

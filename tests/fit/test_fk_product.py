@@ -31,9 +31,13 @@ def test_predictions_and_positivity_are_each_tables_own(make_card, size):
     )
     np.testing.assert_allclose(predictions, expected, rtol=1e-10, atol=1e-12)
 
-    values = -np.concatenate(
-        [p.predictions(_fk_basis_pdf(model, params, p.xgrid)) for p in problem.positivity], axis=1
-    )
-    penalty = np.maximum(values, 0.0) + POSITIVITY_ELU_ALPHA * (np.exp(np.minimum(values, 0)) - 1)
-    positivity = model.observables(params).positivity.numpy()
-    np.testing.assert_allclose(positivity, penalty.sum(axis=1), rtol=1e-10, atol=1e-14)
+    # n3fit's penalty per positivity set: Σ elu(−λ·y), each member with its own λ
+    multiplier = np.geomspace(1.0, 1.0e6, model.n_members)
+    assert len(problem.positivity) > 1
+    expected = []
+    for p in problem.positivity:
+        values = -multiplier[:, None] * p.predictions(_fk_basis_pdf(model, params, p.xgrid))
+        elu = np.maximum(values, 0.0) + POSITIVITY_ELU_ALPHA * (np.exp(np.minimum(values, 0)) - 1)
+        expected.append(elu.sum(axis=1))
+    positivity = model.observables(params, tf.constant(multiplier)).positivity.numpy()
+    np.testing.assert_allclose(positivity, np.stack(expected, axis=1), rtol=1e-10, atol=1e-14)

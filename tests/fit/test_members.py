@@ -65,11 +65,25 @@ def test_a_member_that_cannot_improve_stops_after_patience(make_card):
     params = [np.concatenate([p, p]) for p in start]
     settings = _settings(card, learning_rate=np.array([0.0, 1e-3]), patience_steps=30)
     result = run_fit(card, settings=settings, initial_params=params)
-    # Member 0 never moves: its first step is its best, and patience runs out 30 steps later.
+    # Member 0 never moves: its first step is its best, and it stops when the steps since
+    # then exceed the patience, as n3fit's stopping does.
     assert result.best_epoch[0] == 0
-    assert result.stop_epoch[0] == 30
+    assert result.stop_epoch[0] == 31
     assert result.best_epoch[1] > 30
     assert result.status == ["ok", "ok"]
+
+
+def test_a_member_never_below_the_chi2_threshold_is_vetoed(make_card):
+    """n3fit's rule: no step is a member's best before its validation χ²/point has been below
+    threshold_chi2, so a member that never gets there has no best weights, is vetoed and runs
+    until the last epoch."""
+    card = make_card(replicas=[1, 2], epochs=60, stopping={"threshold_chi2": 1e-6})
+    result = run_fit(card)
+    assert result.status == ["pos-veto", "pos-veto"]
+    assert result.best_epoch.tolist() == [-1, -1]
+    assert result.stop_epoch.tolist() == [-1, -1]
+    passing = run_fit(make_card(replicas=[1, 2], epochs=60, stopping={"threshold_chi2": 1e6}))
+    assert passing.status == ["ok", "ok"]
 
 
 def test_positivity_veto_is_per_member(make_card):

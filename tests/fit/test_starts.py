@@ -8,13 +8,11 @@ import tensorflow as tf
 from hyperscan.fit import build_ensemble, trainer_settings
 from hyperscan.fit._fit import MAX_REDRAWS, run_fit, usable_starts
 from hyperscan.fit._output import results_document
-from hyperscan.model import TRAINING
 
 
 def _start_losses(model, params, settings):
-    observables = model.observables([tf.constant(p, tf.float64) for p in params])
-    loss = observables.chi2[:, TRAINING] + settings.lambda_initial * observables.positivity
-    return loss.numpy()
+    weights = [tf.constant(p, tf.float64) for p in params]
+    return model.observables(weights, settings.lambda_initial).loss.numpy()
 
 
 def test_bad_starts_are_redrawn_and_good_ones_kept(make_card):

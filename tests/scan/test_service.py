@@ -79,14 +79,14 @@ TINY_SCAN: dict[str, Any] = {
 def long_card(epochs: int = 3000) -> dict[str, Any]:
     """Trials of a few seconds (3000 epochs) or more, to catch one mid-fit and interrupt it.
 
-    The tiny threshold keeps the patience counter off, so every trial runs all its epochs; the
+    A patience of all the epochs never runs out, so every trial runs all its epochs; the
     trial reports at every sync (the median pruner prunes nothing in a study's first 5 trials),
     so an intermediate value in the storage shows that its fit is under way.
     """
     return scan_card(
         scan={"trials": 2, "pruner": {"name": "median", "report_every": 1}},
         epochs=epochs,
-        stopping={"threshold_chi2": 1.0e-6},
+        stopping={"patience": 1.0},
     )
 
 
