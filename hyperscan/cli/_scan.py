@@ -56,7 +56,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     """
     card = _load_scan_runcard(runcard)
     quiet_optuna()
-    from hyperscan.scan import checked_data, create_study, open_storage
+    from hyperscan.scan import checked_data, create_study, open_storage, storage_url
 
     name = name or runcard.stem
     try:
@@ -65,7 +65,8 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
         _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
     except _scan_errors() as error:
         fail(str(error))
-    click.echo(f"study {name!r} {'created' if created else 'exists with this runcard'}")
+    where = storage_url(handle)
+    click.echo(f"study {name!r} {'created' if created else 'exists with this runcard'} in {where}")
 
 
 @study.command("status")

@@ -22,6 +22,7 @@ from hyperscan.scan._storage import (
     open_storage,
     redact,
     resolve_url,
+    storage_url,
     study_names,
 )
 from hyperscan.scan._study import (
@@ -75,6 +76,7 @@ __all__ = [
     "redact",
     "replica_statistic",
     "resolve_url",
+    "storage_url",
     "run_worker",
     "start_workers",
     "state_counts",

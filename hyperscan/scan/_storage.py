@@ -65,6 +65,7 @@ _PG_PREFIX = "postgresql+psycopg2://"
 # Any constant works; it only has to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
 _SCHEMA_HINT = "run `hyperscan study create` first"
+_SCHEMES = ("journal", "postgresql", "postgres", "postgresql+psycopg2", "sqlite")
 _ACCEPTED = (
     "a file path or journal:///abs/path.journal (embedded journal, the default is "
     f"./{DEFAULT_STORAGE}), postgresql://user@host:port/database (PostgreSQL), "
@@ -101,6 +102,10 @@ def resolve_url(url: str | None) -> str:
     url = url.strip()
     scheme, sep, rest = url.partition("://")
     if not sep:
+        head, colon, _ = url.partition(":")
+        if colon and head.lower() in _SCHEMES:
+            # "postgresql:/user@host/db" would otherwise become a local journal file
+            raise StorageError(f"'{head}:' must be followed by //; accepted: {_ACCEPTED}", url)
         return _journal_url(url)
     scheme = scheme.lower()
     if scheme == "journal":

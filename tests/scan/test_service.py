@@ -35,7 +35,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import main
 from hyperscan.runcard import FitRuncard, load_fit_runcard
-from hyperscan.scan import STORAGE_ENV, load_study, open_storage, study_names, trial_line
+from hyperscan.scan import (
+    STORAGE_ENV,
+    load_study,
+    open_storage,
+    redact,
+    resolve_url,
+    study_names,
+    trial_line,
+)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -639,7 +647,8 @@ def test_same_runcard_again_is_a_no_op(url, tmp_path):
     before = snapshot(url)
     again = cli("study", "create", runcard, "--storage", url, "--name", "s")
     assert again.exit_code == 0, again.output
-    assert "study 's' exists with this runcard" in again.stdout
+    # where: a study made somewhere unexpected shows at once
+    assert f"study 's' exists with this runcard in {redact(resolve_url(url))}" in again.stdout
     assert snapshot(url) == before
 
 

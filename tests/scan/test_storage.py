@@ -124,6 +124,18 @@ def test_unknown_url_lists_accepted_forms(url):
 
 
 @pytest.mark.parametrize(
+    "url", ["postgresql:/u@h/db", "postgresql:u@h/db", "Postgres:/h/db", "sqlite:/a.db"]
+)
+def test_a_url_missing_its_slashes_is_refused_not_taken_for_a_file(monkeypatch, tmp_path, url):
+    """Else `study create` made a journal under a folder named "postgresql:" and said
+    "created", while the workers looked for the study on the server."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=r"must be followed by //"):
+        resolve_url(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
     ("url", "expected"),
     [
         ("postgresql://u:s3cret@h:5432/db", "postgresql://u:***@h:5432/db"),
