@@ -12,7 +12,7 @@ from hyperscan.scan._export import best_trial, export_best, write_atomically
 from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
-from hyperscan.scan._status import state_counts, status_text
+from hyperscan.scan._status import finished_trials, state_counts, status_text
 from hyperscan.scan._storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
@@ -79,6 +79,7 @@ __all__ = [
     "storage_url",
     "run_worker",
     "start_workers",
+    "finished_trials",
     "state_counts",
     "status_text",
     "study_names",

@@ -30,6 +30,15 @@ def _age(trial: optuna.trial.FrozenTrial, now: datetime.datetime) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+# Trials that count against the study budget; FAIL ones are retried, so they do not.
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def finished_trials(study: optuna.Study) -> int:
+    """How much of the budget is spent."""
+    return len(study.get_trials(deepcopy=False, states=FINISHED))
+
+
 def status_text(setup: StudySetup) -> str:
     study = setup.study
     trials = study.get_trials(deepcopy=False)
@@ -62,9 +71,18 @@ def status_text(setup: StudySetup) -> str:
     if bad:
         lines.append("trashed:")
         lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad)
-    retried = [t for t in trials if RETRY_OF_ATTR in t.user_attrs]
+    retried = [line for line in map(_retry, trials) if line]
     if retried:
-        lines.append(
-            "retried: " + ", ".join(f"{t.user_attrs[RETRY_OF_ATTR]} → {t.number}" for t in retried)
-        )
+        lines.append("retried: " + ", ".join(retried))
     return "\n".join(lines)
+
+
+def _retry(trial: optuna.trial.FrozenTrial) -> str | None:
+    """'a → b' for a trial b queued again as a, with why when its worker died."""
+    stopped = trial.user_attrs.get(RETRY_OF_ATTR)
+    # Optuna's re-queue of a trial with no heartbeat: copies the user attributes (so also an
+    # older retry_of) and appends the failed trial to retry_history.
+    history = trial.system_attrs.get("retry_history", [])
+    if history and (stopped is None or history[-1] > stopped):
+        return f"{history[-1]} → {trial.number} (no heartbeat)"
+    return None if stopped is None else f"{stopped} → {trial.number}"

@@ -37,6 +37,8 @@ from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.scan._trial_attrs import WORKER_ATTR
+
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "DEFAULT_STORAGE",
@@ -208,6 +210,13 @@ def _chain(exc: BaseException) -> list[BaseException]:
         out.append(current)
         queue += [getattr(current, "orig", None), current.__cause__, current.__context__]
     return out
+
+
+def transient_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the database or its connection going away (a restart, a
+    dropped connection): worth waiting and trying again, unlike a mistake in what was sent."""
+    transient = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+    return any(isinstance(e, transient) for e in _chain(exc))
 
 
 def _host(url: str) -> str:
@@ -491,6 +500,13 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
             "connect_args": {
                 "connect_timeout": CONNECT_TIMEOUT_S,
                 "application_name": "hyperscan",
+                # A server or link that vanishes without closing the connection ends a wait
+                # on it after ~1 min instead of leaving the worker blocked for hours.
+                "keepalives": 1,
+                "keepalives_idle": 30,
+                "keepalives_interval": 10,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 60_000,
             },
         }
     return {"pool_pre_ping": True}
@@ -563,6 +579,22 @@ def _open_rdb(
 # --------------------------------------------------------------------------- public API
 
 
+class _RequeueStaleTrials(RetryHeartbeatStaleTrialCallback):
+    """Optuna's re-queue of a trial whose heartbeat stopped, said in the log of the worker
+    that does it: otherwise the trial just turns FAIL and its copy runs, unexplained."""
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        super().__call__(study, trial)
+        retries = len(trial.system_attrs.get("retry_history", [])) + 1
+        requeued = self._max_retry is None or retries <= self._max_retry
+        _logger.warning(
+            "trial %d (worker %s) sent no heartbeat for the grace period: failed, %s",
+            trial.number,
+            trial.user_attrs.get(WORKER_ATTR, "?"),
+            "re-queued" if requeued else f"not re-queued (retried {retries - 1} times already)",
+        )
+
+
 def _check_heartbeat(heartbeat_interval: int, grace_period: int) -> None:
     if heartbeat_interval <= 0 or grace_period <= 0:
         raise ValueError("heartbeat_interval and grace_period must be positive (seconds)")
@@ -592,7 +624,7 @@ def open_storage(
     with warnings.catch_warnings():
         # Heartbeats and the retry callback are "experimental" in Optuna 5; we rely on them.
         warnings.simplefilter("ignore", ExperimentalWarning)
-        callback = RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+        callback = _RequeueStaleTrials(max_retry=max_retry)
         options = {
             "create": create,
             "heartbeat_interval": heartbeat_interval,

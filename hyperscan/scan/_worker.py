@@ -7,6 +7,7 @@ import os
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -20,13 +21,15 @@ from optuna.trial import TrialState
 from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
-from hyperscan.scan._storage import load_study
+from hyperscan.scan._status import FINISHED, finished_trials
+from hyperscan.scan._storage import describe_error, load_study, storage_url, transient_error
 from hyperscan.scan._study import open_study, study_problem
 
 _logger = logging.getLogger(__name__)
 
-# Trials that count against the study budget; FAIL ones are retried, so they do not.
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+#: Waits (s) after each consecutive storage error (a database restart, a dropped connection)
+#: before a worker gives up: about five minutes in all.
+STORAGE_RETRY_WAITS = (5, 10, 20, 40, 60, 60, 60, 60)
 
 
 def make_sampler(runcard: ScanRuncard, salt: int) -> optuna.samplers.BaseSampler:
@@ -96,10 +99,6 @@ def trial_fits(seconds_left: float, expected: float | None) -> bool:
     return seconds_left > 0 and (expected is None or expected <= seconds_left)
 
 
-def finished_trials(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=FINISHED))
-
-
 def run_worker(
     study_name: str,
     storage: BaseStorage,
@@ -128,6 +127,11 @@ def run_worker(
         pruner=make_pruner(runcard),
     )
     budget = runcard.scan.trials
+    # Optuna fails (and re-queues) the trials of dead workers only when a worker asks for a
+    # trial: once the budget is spent no worker asks, and they would stay RUNNING for ever.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
     if finished_trials(study) >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 
@@ -152,9 +156,12 @@ def run_worker(
     objective = Objective(runcard, problem, stop)
     done = 0
 
+    storage_errors = 0  # consecutive ones, since the last trial that ended
+
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        nonlocal done
+        nonlocal done, storage_errors
         done += 1
+        storage_errors = 0
         own.extend(trial_seconds([trial]))
         if on_trial is not None:
             on_trial(trial)
@@ -184,17 +191,34 @@ def run_worker(
                 # hit the finished trial, as "Cannot tell a FAIL trial".
                 if isinstance(error, ValueError) and not str(error).startswith("Cannot tell a"):
                     raise
-                _logger.warning("trial result dropped: %s", error)
+                _logger.warning(
+                    "trial result dropped: another worker failed the trial as stale (no "
+                    "heartbeat for the grace period) and re-queued it"
+                )
                 done += 1
                 if n_trials is not None and done >= n_trials:
                     break
+            except Exception as error:
+                # The database restarted or a connection dropped mid-trial: wait and go on. The
+                # trial left RUNNING is failed as stale after the grace period and re-queued.
+                if not transient_error(error):
+                    raise
+                cause = describe_error(error, storage_url(storage))
+                if storage_errors == len(STORAGE_RETRY_WAITS):
+                    raise cause from error
+                wait = STORAGE_RETRY_WAITS[storage_errors]
+                storage_errors += 1
+                _logger.warning("%s; trying again in %d s", cause, wait)
+                stop.wait(wait)
     optuna_log.removeFilter(quiet)
     return _report(done, stop.is_set(), study, budget, walltime)
 
 
 class _QuietStops(logging.Filter):
-    """A trial re-queued because its worker was told to stop is expected, not an error: drop
-    Optuna's traceback and "failed with value None" lines for it."""
+    """Trials the worker handles itself are not errors: one re-queued because its worker was
+    told to stop, one another worker failed as stale, one a storage outage cut short (the
+    worker says what happened in one line). Drop Optuna's traceback and "failed with value
+    None" lines for them."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -204,7 +228,11 @@ class _QuietStops(logging.Filter):
         words = record.getMessage().split(maxsplit=2)
         if len(words) < 3 or words[0] != "Trial":
             return True
-        if WorkerStopping.__name__ + "(" in words[2]:
+        error = record.exc_info[1] if record.exc_info else None
+        handled = error is not None and (
+            isinstance(error, UpdateFinishedTrialError) or transient_error(error)
+        )
+        if handled or WorkerStopping.__name__ + "(" in words[2]:
             self._stopped.add(words[1])
             return False
         return not (words[1] in self._stopped and words[2].startswith("failed with value"))

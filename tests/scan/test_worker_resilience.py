@@ -1,13 +1,28 @@
-"""A worker survives a trial that another worker declared stale while it was still running."""
+"""A worker survives what a cluster does to it: a trial another worker declared stale while it
+still ran, a storage outage mid-trial, dead workers' trials in a study whose budget is spent."""
 
 from __future__ import annotations
 
+import logging
+import time
+import warnings
+
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
+import sqlalchemy
+from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import _objective, create_study, load_study, open_storage, run_worker
+from hyperscan.scan import (
+    _objective,
+    _worker,
+    create_study,
+    load_study,
+    open_storage,
+    open_study,
+    run_worker,
+    status_text,
+)
 
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
@@ -43,3 +58,67 @@ def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
     assert states[0] == TrialState.FAIL
     assert states.count(TrialState.COMPLETE) == 3
     assert optuna.trial.TrialState.RUNNING not in states
+
+
+def _storage(path, **heartbeat):
+    return open_storage(str(path), heartbeat_interval=1, grace_period=2, **heartbeat)
+
+
+def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, monkeypatch, caplog):
+    """The database goes away as a trial ends (its result cannot be written): the worker
+    waits and goes on, the trial left RUNNING is failed as stale and re-queued, and the
+    budget is met."""
+    create_study(
+        scan_runcard_from_dict(TINY_SCAN), _storage(tmp_path / "s.journal", create=True), "o"
+    )
+    storage = _storage(tmp_path / "s.journal")
+    write = storage.set_trial_state_values
+    outages = []
+
+    def fails_once(trial_id, state, values=None):
+        if state == TrialState.COMPLETE and not outages:
+            outages.append(trial_id)
+            try:
+                raise sqlalchemy.exc.OperationalError(
+                    "UPDATE trials", {}, Exception("server closed the connection unexpectedly")
+                )
+            except sqlalchemy.exc.OperationalError as cause:
+                raise StorageInternalError("An exception is raised during the commit.") from cause
+        return write(trial_id, state, values)
+
+    monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
+    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (3,))  # > the grace period
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("o", storage)
+    assert report.budget_reached and outages
+    states = [t.state for t in load_study(storage, "o").get_trials()]
+    assert states[0] == TrialState.FAIL and TrialState.RUNNING not in states
+    assert states.count(TrialState.COMPLETE) == 3
+    assert "server closed the connection unexpectedly" in caplog.text
+    assert "trying again in 3 s" in caplog.text
+    assert "trial 0 (worker " in caplog.text and "failed, re-queued" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path):
+    """Nobody asks for a trial once the budget is met, so a worker that finds it met still
+    fails the trials of dead workers: else they stay RUNNING, and `study copy` refuses."""
+    storage = _storage(tmp_path / "s.journal", create=True)
+    create_study(
+        scan_runcard_from_dict({**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}),
+        storage,
+        "d",
+    )
+    study = load_study(storage, "d")
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    with warnings.catch_warnings():  # "heartbeats are meant for Study.optimize": a dead worker
+        warnings.simplefilter("ignore", UserWarning)
+        orphan = study.ask()  # its worker was killed after one heartbeat
+    storage.record_heartbeat(orphan._trial_id)
+    time.sleep(2.5)
+    report = run_worker("d", _storage(tmp_path / "s.journal"))
+    assert report.budget_reached and report.trials == 0
+    states = [t.state for t in load_study(storage, "d").get_trials()]
+    assert states[orphan.number] == TrialState.FAIL and TrialState.RUNNING not in states
+    status = status_text(open_study(storage, "d"))
+    assert f"retried: {orphan.number} → {orphan.number + 1} (no heartbeat)" in status
