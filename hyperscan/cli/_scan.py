@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -328,6 +329,7 @@ def scan(
         create_study,
         default_output,
         export_best,
+        finished_trials,
         open_storage,
         open_study,
         start_workers,
@@ -335,6 +337,10 @@ def scan(
         write_atomically,
     )
 
+    cores = os.cpu_count() or 1
+    if workers > cores:
+        click.echo(f"--workers {workers} on {cores} cores: starting {cores}, more would compete")
+        workers = cores
     name = name or runcard.stem
     output = output or default_output(name)
     check_target(output, force=True)  # rewritten as the study grows: see --output
@@ -345,12 +351,15 @@ def scan(
         setup = open_study(handle, name)
     except _scan_errors() as error:
         fail(str(error))
+    left = card.scan.trials - finished_trials(setup.study)
+    workers = max(0, min(workers, left))  # a worker more than the trials left only starts
     click.echo(
         f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "
         f"trials of {len(card.scan.folds) or 1}×{card.scan.replicas} members, {workers} workers"
+        + ("" if left > 0 else " (budget already spent)")
     )
-    processes = start_workers(name, storage, workers, card.training.threads)
-    codes = supervise(processes, setup.study, click.echo)
+    processes = start_workers(name, storage, workers, card.training.threads) if workers else []
+    codes = supervise(processes, setup.study, click.echo) if processes else []
     click.echo(f"trials: {counts_line(setup.study)}")
     try:
         trial, text = export_best(setup)

@@ -807,3 +807,13 @@ def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
     assert int(best[1]) == study.best_trial.number
     text = (tmp_path / "quick-best.yml").read_text()
     assert "# study: quick" in text and f"# trial: {best[1]}" in text
+
+    # Again, budget spent, more workers than cores: none starts (each would import TensorFlow
+    # for nothing), the best is exported again.
+    again = cli("scan", "quick.yml", "--workers", "1000")
+    assert again.exit_code == 0, again.output
+    assert f"starting {os.cpu_count()}, more would compete" in again.stdout
+    assert "0 workers (budget already spent)" in again.stdout
+    assert len(
+        load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick").trials
+    ) == len(trials)
