@@ -192,14 +192,19 @@ def worker(
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
     quiet_optuna()
+    from hyperscan.runcard import MAX_THREADS
     from hyperscan.scan import open_storage, open_study, trial_line  # no TensorFlow yet
 
+    if threads is not None and threads > MAX_THREADS:
+        fail(f"--threads {threads}: at most {MAX_THREADS}")
     try:
         handle = open_storage(
             storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
         )
+        # An unknown study fails here, in a second, not after TensorFlow's import.
+        setup = open_study(handle, name)
         if threads is None:  # the study's runcard may pin them (training.threads)
-            threads = open_study(handle, name).runcard.training.threads
+            threads = setup.runcard.training.threads
     except _scan_errors() as error:
         fail(str(error))
     try:

@@ -33,6 +33,7 @@ from ._scan import (
 )
 from ._schema import (
     FLAVOURS,
+    MAX_THREADS,
     Architecture,
     ClosureSection,
     DataSection,
@@ -48,6 +49,7 @@ from ._schema import (
 
 __all__ = [
     "FLAVOURS",
+    "MAX_THREADS",
     "Architecture",
     "Choices",
     "ClosureSection",

@@ -48,6 +48,8 @@ from ._load import (
     _validate,
 )
 from ._schema import (
+    MAX_REPLICAS,
+    MAX_UNITS,
     UNION_ERROR,
     Activation,
     Architecture,
@@ -290,7 +292,7 @@ def _max_layers() -> int:
 
 
 _LAYERS = _target_from("the number of hidden layers", Annotated[Int, Field(ge=1, le=_max_layers())])
-_UNITS = _target_from("the number of units", PositiveInt)
+_UNITS = _target_from("the number of units", Annotated[Int, Field(ge=1, le=MAX_UNITS)])
 
 
 def _fixed_reason(path: str) -> str | None:
@@ -553,7 +555,7 @@ class ScanSection(_Section):
     #: Study budget of finished trials (complete, pruned and trashed).
     trials: PositiveInt = 50
     #: Replicas per trial (and per fold); overrides the top-level ``replicas``.
-    replicas: PositiveInt = 4
+    replicas: Annotated[Int, Field(ge=1, le=MAX_REPLICAS)] = 4
     #: k-fold partition of the datasets, by name; empty: no k-fold.
     folds: tuple[Fold, ...] = ()
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection)

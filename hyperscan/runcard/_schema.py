@@ -77,6 +77,12 @@ Bool = Annotated[bool, Strict()]
 Str = Annotated[str, Strict()]
 
 PositiveInt = Annotated[Int, Field(ge=1)]
+#: Upper bounds that turn a slip of the keyboard (a missing decimal point, extra zeros) into
+#: a message instead of an allocation that never ends or an overflow deep in TensorFlow.
+MAX_REPLICAS = 10_000
+MAX_UNITS = 10_000
+MAX_THREADS = 1024
+MAX_EPOCHS = 10**9
 PositiveFloat = Annotated[Float, Field(gt=0)]
 #: Seeds stay below 2**32 so that every random generator downstream (numpy, TensorFlow) accepts
 #: them unchanged.
@@ -166,9 +172,12 @@ def _datasets_form(value: Any) -> str | None:
 
 #: ``replicas: N`` fits replicas 1..N; ``replicas: [3, 7]`` fits exactly those replicas (the
 #: replica id seeds its pseudodata and split, so replica 7 is the same in either runcard).
-_ReplicaCount = Annotated[PositiveInt, Tag("count")]
+_ReplicaCount = Annotated[Int, Field(ge=1, le=MAX_REPLICAS), Tag("count")]
 _ReplicaIds = Annotated[
-    tuple[PositiveInt, ...], Field(min_length=1), AfterValidator(_unique), Tag("ids")
+    tuple[PositiveInt, ...],
+    Field(min_length=1, max_length=MAX_REPLICAS),
+    AfterValidator(_unique),
+    Tag("ids"),
 ]
 Replicas = Annotated[
     _ReplicaCount | _ReplicaIds,
@@ -336,7 +345,9 @@ class Seeds(_Section):
 class Architecture(_Section):
     """Hidden layers of the per-replica network (input (x, ln x), output the 8 flavours)."""
 
-    nodes: Annotated[tuple[PositiveInt, ...], Field(min_length=1, max_length=10)] = (25, 20)
+    nodes: Annotated[
+        tuple[Annotated[Int, Field(ge=1, le=MAX_UNITS)], ...], Field(min_length=1, max_length=10)
+    ] = (25, 20)
     #: One per hidden layer; the output layer is always linear. Defaults to tanh for every
     #: layer when only ``nodes`` is given.
     activations: tuple[Activation, ...] = ("tanh", "tanh")
@@ -466,14 +477,14 @@ class TrainingSection(_Section):
     """How the training loop runs on the device; none of it changes the fitted result's law."""
 
     #: Steps per compiled device call between host synchronisations.
-    steps_per_call: PositiveInt = 100
+    steps_per_call: Annotated[Int, Field(ge=1, le=MAX_EPOCHS)] = 100
     precision: Precision = "float32"
     #: XLA-compile the training loop.
     jit: Bool = True
     #: CPU threads for TensorFlow (null: all cores). Training is chaotic enough that the
     #: summation order a thread count implies shows in the result, so an exported trial keeps
     #: the thread count its worker used, and `hyperscan fit` reproduces it exactly.
-    threads: PositiveInt | None = None
+    threads: Annotated[Int, Field(ge=1, le=MAX_THREADS)] | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -493,7 +504,7 @@ class FitRuncard(_Section):
     architecture: Architecture = Field(default_factory=Architecture)
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
     #: Maximum number of training steps (one full-batch gradient step per epoch).
-    epochs: PositiveInt = 17000
+    epochs: Annotated[Int, Field(ge=1, le=MAX_EPOCHS)] = 17000
     stopping: Stopping = Field(default_factory=Stopping)
     positivity: PositivitySection = Field(default_factory=PositivitySection)
     #: Complete after validation: every flavour of :data:`FLAVOURS`, in that order.

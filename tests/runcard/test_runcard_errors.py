@@ -52,6 +52,11 @@ MISTAKES = [
     ("bool-for-float", "optimizer: {learning_rate: true}\n", "optimizer.learning_rate", "a number"),
     ("int-for-bool", "training: {jit: 1}\n", "training.jit", "expected a boolean"),
     ("null-section", "stopping:\n", "stopping", "expected a mapping, got null"),
+    # sizes a slip of the keyboard makes absurd: a message, not an endless allocation
+    ("huge-replicas", "replicas: 99999999999999999999\n", "replicas", "must be <= 10000"),
+    ("huge-layer", "architecture: {nodes: [100000]}\n", "architecture.nodes[0]", "<= 10000"),
+    ("huge-epochs", "epochs: 99999999999999999999\n", "epochs", "must be <= 1000000000"),
+    ("huge-threads", "training: {threads: 100000}\n", "training.threads", "must be <= 1024"),
     (
         "negative-learning-rate",
         "optimizer: {learning_rate: -1e-3}\n",

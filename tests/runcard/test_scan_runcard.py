@@ -319,6 +319,18 @@ BAD = [
         "takes one of 'float32', 'float64': give {choices: [...]} instead of a range",
     ),
     (
+        "huge-replicas",
+        "scan: {replicas: 99999999999, space: {optimizer: {adam: {}}}}",
+        "scan.replicas",
+        "must be <= 10000",
+    ),
+    (
+        "huge-units",
+        "scan: {space: {layers: {low: 1, high: 2}, units: {low: 5, high: 99999999999}}}",
+        "scan.space.units.high",
+        "must be <= 10000",
+    ),
+    (
         "learning-rate-negative",
         "scan: {space: {optimizer: {nadam: {learning_rate: {low: -1.0e-3, high: 1.0e-2}}}}}",
         "scan.space.optimizer.nadam.learning_rate.low",

@@ -550,13 +550,21 @@ def test_unknown_study_lists_existing_ones(url, tmp_path):
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "beta")
     before = snapshot(url)
     output = tmp_path / "best.yml"
-    for command in (["worker"], ["study", "status"], ["export", "-o", output]):
+    # a worker given --threads (as batch scripts do) also checks the study first
+    for command in (
+        ["worker"],
+        ["worker", "--threads", "1"],
+        ["study", "status"],
+        ["export", "-o", output],
+    ):
         result = cli(*command, "--study", "gamma", "--storage", url)
         message = assert_clean_failure(result)
         assert "no study named 'gamma'" in message, command
         assert "existing: alpha, beta" in message, command
     assert snapshot(url) == before
     assert not output.exists()
+    too_many = cli("worker", "--study", "alpha", "--storage", url, "--threads", "5000")
+    assert "--threads 5000: at most 1024" in assert_clean_failure(too_many)
 
 
 @pytest.mark.parametrize("command", ["export", "report"])
