@@ -174,10 +174,19 @@ def _passwords(url: str | None) -> list[str]:
     return [p for p in found if p]
 
 
+_SCRUB_ANYWHERE = 6  # characters: a longer password hardly occurs in a message by chance
+
+
 def _scrub(text: str, url: str | None) -> str:
-    """Belt and braces: no password reaches a message even if a driver echoed it."""
+    """Belt and braces: no password reaches a message even if a driver echoed it. A short
+    one only where a URL or DSN holds it: replaced everywhere, it would garble the message
+    ("conn***ction r***fus***d") and, by the gaps, tell the password."""
     for password in sorted(_passwords(url), key=len, reverse=True):
-        text = text.replace(password, "***")
+        escaped = re.escape(password)
+        if len(password) >= _SCRUB_ANYWHERE:
+            text = text.replace(password, "***")
+        text = re.sub(rf":{escaped}@", ":***@", text)
+        text = re.sub(rf"(?i)(password\s*=\s*['\"]?){escaped}", r"\1***", text)
     return text
 
 

@@ -390,6 +390,10 @@ def test_password_never_shown(postgres_server):
     # Even a driver message that echoes the password is scrubbed.
     echoed = describe_error(RuntimeError("login postgres/s3cret rejected"), url)
     assert "s3cret" not in str(echoed)
+    # A short one only where a URL or DSN holds it, so the message stays readable.
+    short = "postgresql://u:e@h/db"
+    text = str(describe_error(RuntimeError("bad login; dsn user=u password=e"), short))
+    assert "bad login; dsn user=u password=***" in text and "u:***@h" in text
 
 
 def test_connection_refused_is_quick():
