@@ -64,6 +64,9 @@ def check_target(path: Path, force: bool) -> None:
 def _target_problem(path: Path, force: bool) -> str | None:
     if os.path.lexists(path) and not force:
         return f"{path} exists; use --force to replace it"
+    if os.path.lexists(path) and not (path.is_file() or path.is_dir()):
+        # --force renames a new file into place: that would replace a device or a pipe
+        return f"{path} is not a regular file or folder; give another path"
     here = Path.cwd().resolve()
     if path.resolve() == here or path.resolve() in here.parents:
         return f"{path} is the current folder or holds it; give a new path"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -194,3 +196,18 @@ def test_a_folder_we_may_not_look_into_is_a_message_not_a_traceback(tmp_path, mo
     with pytest.raises(SystemExit) as exited:
         check_target(tmp_path / "locked" / "out", force=False)
     assert exited.value.code == 2
+
+
+def test_force_never_replaces_a_device_or_a_pipe(tmp_path, capsys):
+    """--force renames a new file into place, which would turn /dev/full or a FIFO into a
+    plain file."""
+    from hyperscan.cli._common import check_target
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for target in (pipe, Path(os.devnull)):
+        with pytest.raises(SystemExit) as exited:
+            check_target(target, force=True)
+        assert exited.value.code == 2
+        assert "is not a regular file or folder" in capsys.readouterr().err
+    assert stat.S_ISFIFO(pipe.lstat().st_mode)
