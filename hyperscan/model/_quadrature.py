@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Below this x the sum-rule integrands are negligible for any admissible preprocessing.
+# The sum rules integrate from here, as n3fit's: below it the valence integrand of a fresh
+# network can still hold a few per cent of the integral, so the rules hold on [SMALL_X, 1].
 SMALL_X = 1e-9
 # Where the grid switches from logarithmic to linear spacing, as in n3fit.
 MATCHING_X = 0.1
