@@ -14,6 +14,7 @@ shows the URL without its password.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import re
@@ -457,6 +458,26 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
         return updated
 
 
+def _check_journal(path: str, url: str) -> None:
+    """Refuse a file that is not a journal before anything is appended to it."""
+    if os.path.isdir(path) or not os.path.isfile(path):
+        return  # a folder or a missing file: the open below says what is wrong
+    with open(path, "rb") as file:
+        first = file.readline(1 << 20)
+    if not first:
+        return  # empty: a journal nobody has written yet
+    if first.startswith(b"SQLite format 3\x00"):
+        raise StorageError(f"{path} is an SQLite database: give it as sqlite:///{path}", url)
+    try:
+        json.loads(first)
+    except ValueError:
+        raise StorageError(
+            f"{path} is not a journal file (its first line is not a JSON record); give the "
+            "study's journal, or a new path",
+            url,
+        ) from None
+
+
 def _open_journal(
     url: str, *, create: bool, heartbeat_interval: int, grace_period: int, callback: Any
 ) -> HeartbeatJournalStorage:
@@ -468,6 +489,7 @@ def _open_journal(
             f"no journal file {path}; {_SCHEMA_HINT}, or pass the right --storage / ${STORAGE_ENV}",
             url,
         )
+    _check_journal(path, url)
     # Append mode creates nothing but a missing file and tells early whether we may write.
     with open(path, "ab"):
         pass

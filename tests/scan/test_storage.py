@@ -498,3 +498,17 @@ def test_readers_leave_nothing_next_to_the_journal(tmp_path: Path) -> None:
     optuna.create_study(study_name="s", storage=open_storage(str(journal), create=True))
     optuna.load_study(study_name="s", storage=open_storage(str(journal)))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.journal"]
+
+
+def test_a_file_that_is_not_a_journal_is_refused_and_left_alone(tmp_path):
+    """A mistyped --storage must not append a journal record to someone's file."""
+    binary = tmp_path / "results.npz"
+    binary.write_bytes(b"PK\x03\x04\x00\xff\xfe binary")
+    database = tmp_path / "scan.db"
+    sqlite3.connect(database).execute("create table t (x)").connection.close()
+    for path, cause in ((binary, "is not a journal file"), (database, "sqlite:///")):
+        before = path.read_bytes()
+        for create in (True, False):
+            with pytest.raises(StorageError, match=cause):
+                open_storage(str(path), create=create)
+        assert path.read_bytes() == before
