@@ -515,7 +515,8 @@ class SpaceSection(_Section):
 class ObjectiveSection(_Section):
     """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
 
-    #: ``held_out``: chi2 of each fold's held-out datasets (needs ``folds``).
+    #: ``held_out``: chi2 of each fold's held-out datasets (needs ``folds``; the default with
+    #: them, as n3fit's hyperopt scores its folds).
     chi2: Literal["validation", "held_out"] = "validation"
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
     #: For ``trimmed_mean``: the mean over this fraction of the replicas, best first.
@@ -563,6 +564,16 @@ class ScanSection(_Section):
     pruner: PrunerSection = Field(default_factory=PrunerSection)
     divergence: ScanDivergenceSection = Field(default_factory=ScanDivergenceSection)
     space: SpaceSection
+
+    @model_validator(mode="before")
+    @classmethod
+    def _held_out_with_folds(cls, data: Any) -> Any:
+        """A k-fold scan scores the held-out folds unless its objective says otherwise."""
+        if isinstance(data, Mapping) and data.get("folds"):
+            objective = data.get("objective", {})
+            if isinstance(objective, Mapping) and "chi2" not in objective:
+                return {**data, "objective": {**objective, "chi2": "held_out"}}
+        return data
 
     @field_validator("folds")
     @classmethod

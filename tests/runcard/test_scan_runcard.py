@@ -163,6 +163,18 @@ def test_held_out_allowed_with_folds_and_validation_too() -> None:
         assert runcard.scan.objective.chi2 == chi2
 
 
+def test_a_k_fold_scan_scores_its_folds_unless_told_otherwise() -> None:
+    """n3fit's hyperopt scores the held-out folds; without folds there is only validation."""
+    space = "space: {activation: [tanh]}"
+    with_folds = parse_scan_runcard(f"scan: {{folds: [[A], [B]], {space}}}")
+    assert with_folds.scan.objective.chi2 == "held_out"
+    kept = parse_scan_runcard(
+        f"scan: {{folds: [[A], [B]], objective: {{statistic: max}}, {space}}}"
+    )
+    assert (kept.scan.objective.chi2, kept.scan.objective.statistic) == ("held_out", "max")
+    assert parse_scan_runcard(f"scan: {{{space}}}").scan.objective.chi2 == "validation"
+
+
 def test_load_runcard_dispatches(tmp_path: Path) -> None:
     fit_path = tmp_path / "fit.yml"
     fit_path.write_text(FIT)
