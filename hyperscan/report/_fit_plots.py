@@ -219,7 +219,7 @@ def load_fit(fitdir: str | Path) -> FitOutput:
     pdfs = _read_npz(fitdir / PDF_FILE, ("x", "xf", "status"))
     try:
         runcard = yaml.safe_load((fitdir / RUNCARD_FILE).read_text()) or {}
-    except (OSError, yaml.YAMLError) as error:
+    except (OSError, ValueError, yaml.YAMLError) as error:  # ValueError: not UTF-8
         raise FitPlotError(f"cannot read {fitdir / RUNCARD_FILE}: {error}") from None
     history = None
     if (fitdir / HISTORY_FILE).is_file():
@@ -228,6 +228,15 @@ def load_fit(fitdir: str | Path) -> FitOutput:
     if xf.ndim != 3 or xf.shape[2] != len(FIT_BASIS) or xf.shape[1] != pdfs["x"].size:
         raise FitPlotError(f"{fitdir / PDF_FILE}: xf has shape {xf.shape}, expected (M, x, 8)")
     members = results["members"]
+    if not all(isinstance(m, dict) for m in members):
+        raise FitPlotError(f"{fitdir / RESULTS_FILE}: a member is not a mapping (damaged file?)")
+    if history is not None:
+        steps = np.shape(history["step"])
+        if len(steps) != 1 or np.shape(history["chi2_per_point"]) != (*steps, xf.shape[0], 3):
+            raise FitPlotError(
+                f"{fitdir / HISTORY_FILE}: chi2_per_point has shape "
+                f"{np.shape(history['chi2_per_point'])}, expected (syncs, {xf.shape[0]}, 3)"
+            )
     runcard = runcard if isinstance(runcard, dict) else {}
     data = runcard.get("data")
     closure = data.get("closure") if isinstance(data, dict) else None
@@ -493,18 +502,21 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     if not fit.used.any():
         raise FitPlotError(f"{fit.path}: no member has finite PDFs ({fit.members_note()})")
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-
-    def save(figure: Figure, name: str) -> None:
-        written.append(save_png(figure, outdir / name))
-
+    figures: dict[str, Figure] = {}
+    # Every figure is drawn before any file is written: a fit folder damaged in a way the
+    # checks above miss fails here, with a message, and leaves no half set of plots.
     with style():
-        for basis in (EVOLUTION, PHYSICAL):
-            save(pdf_overview_figure(fit, basis), f"pdfs_{basis}.png")
-            for name in fit.pdfs(basis)[0]:
-                save(pdf_figure(fit, name, basis), f"pdf_{basis}_{name}.png")
-        save(dataset_chi2_figure(fit), "chi2_datasets.png")
-        if fit.history is not None:
-            save(history_figure(fit), "training_history.png")
-    return written
+        try:
+            for basis in (EVOLUTION, PHYSICAL):
+                figures[f"pdfs_{basis}.png"] = pdf_overview_figure(fit, basis)
+                for name in fit.pdfs(basis)[0]:
+                    figures[f"pdf_{basis}_{name}.png"] = pdf_figure(fit, name, basis)
+            figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
+            if fit.history is not None:
+                figures["training_history.png"] = history_figure(fit)
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+            raise FitPlotError(
+                f"{fit.path}: damaged fit output ({type(error).__name__}: {error})"
+            ) from None
+        outdir.mkdir(parents=True, exist_ok=True)
+        return [save_png(figure, outdir / name) for name, figure in figures.items()]

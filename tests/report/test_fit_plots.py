@@ -177,3 +177,45 @@ def test_a_damaged_archive_is_named_not_a_pickle_hint(fitdir, tmp_path):
     assert result.exit_code == 2
     assert "pdfs.npz is not an .npz archive" in result.output
     assert "pickle" not in result.output and "Traceback" not in result.output
+
+
+def _damaged_copy(fitdir, tmp_path, name):
+    damaged = tmp_path / name
+    shutil.copytree(fitdir, damaged)
+    return damaged
+
+
+def test_damaged_files_are_messages_and_leave_no_half_set_of_plots(fitdir, tmp_path):
+    """Each damage once: a member that is not a mapping, a history of the wrong shape, a
+    runcard that is not UTF-8, a member's chi2 table of the wrong kind (met while drawing)."""
+    members = _damaged_copy(fitdir, tmp_path, "members")
+    results = json.loads((members / "results.json").read_text())
+    results["members"][1] = "oops"
+    (members / "results.json").write_text(json.dumps(results))
+
+    history = _damaged_copy(fitdir, tmp_path, "history")
+    with np.load(history / "history.npz") as archive:
+        arrays = dict(archive)
+    arrays["chi2_per_point"] = arrays["chi2_per_point"][:, :1]
+    np.savez(history / "history.npz", **arrays)
+
+    runcard = _damaged_copy(fitdir, tmp_path, "runcard")
+    (runcard / "runcard.yml").write_bytes(b"\xff\xfe not utf-8")
+
+    drawing = _damaged_copy(fitdir, tmp_path, "drawing")
+    results = json.loads((drawing / "results.json").read_text())
+    for member in results["members"]:
+        member["dataset_chi2_per_point"] = ["not", "a", "mapping"]
+    (drawing / "results.json").write_text(json.dumps(results))
+
+    for folder, said in (
+        (members, "a member is not a mapping"),
+        (history, "chi2_per_point has shape"),
+        (runcard, "cannot read"),
+        (drawing, "damaged fit output"),
+    ):
+        plots = tmp_path / f"plots-{folder.name}"
+        result = CliRunner().invoke(main, ["plot", str(folder), "-o", str(plots)])
+        assert result.exit_code == 2, (folder.name, result.output)
+        assert said in result.output and "Traceback" not in result.output
+        assert not plots.exists()
