@@ -348,6 +348,8 @@ def describe_error(exc: BaseException, url: str) -> StorageError:
         cause = "the journal file is damaged or is not an Optuna journal (a line is not JSON)"
     elif "no longer compatible with the table schema" in low:
         cause = _first_line(next(i for i in chain if "compatible" in str(i)))
+    elif match := re.search(r"invalid literal for int\(\) with base 10: '([^']*)'", text):
+        cause = f"the port {match.group(1)!r} is not a number"
     else:
         root = _root(chain)
         cause = f"{type(root).__name__}: {_first_line(root)}"
@@ -627,10 +629,11 @@ class _RequeueStaleTrials(RetryHeartbeatStaleTrialCallback):
 
 
 def _check_heartbeat(heartbeat_interval: int, grace_period: int) -> None:
+    """Options, not the storage: a StorageError without a URL, so the message names neither."""
     if heartbeat_interval <= 0 or grace_period <= 0:
-        raise ValueError("heartbeat_interval and grace_period must be positive (seconds)")
+        raise StorageError("heartbeat_interval and grace_period must be positive (seconds)")
     if grace_period <= heartbeat_interval:
-        raise ValueError(
+        raise StorageError(
             f"grace_period ({grace_period} s) must exceed heartbeat_interval "
             f"({heartbeat_interval} s), or live trials would be failed as stale"
         )

@@ -512,3 +512,14 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_alone(tmp_path):
             with pytest.raises(StorageError, match=cause):
                 open_storage(str(path), create=create)
         assert path.read_bytes() == before
+
+
+def test_option_and_port_mistakes_read_as_such(tmp_path):
+    with pytest.raises(StorageError) as info:
+        open_storage(
+            str(tmp_path / "s.journal"), create=True, heartbeat_interval=60, grace_period=30
+        )
+    assert str(info.value).startswith("grace_period (30 s) must exceed heartbeat_interval (60 s)")
+    assert "ValueError" not in str(info.value) and "(storage:" not in str(info.value)
+    with pytest.raises(StorageError, match="the port 'notaport' is not a number"):
+        open_storage("postgresql://postgres@127.0.0.1:notaport/test")
