@@ -17,6 +17,11 @@ from hyperscan.scan._storage import load_study, storage_url, study_names
 RUNCARD_ATTR = "hyperscan:runcard"
 FINGERPRINT_ATTR = "hyperscan:data_fingerprint"
 VERSION_ATTR = "hyperscan:version"
+ENGINE_ATTR = "hyperscan:engine"
+#: Bumped whenever the same runcard would give trials of another meaning (2: n3fit's stopping,
+#: positivity test, per-variable clipping, split and held-out scoring). Studies older than
+#: revisions carry none: 1.
+ENGINE = 2
 DIRECTION = "minimize"
 
 # Samplers that need packages hyperscan does not install: checked before anything is written.
@@ -98,6 +103,7 @@ def create_study(
             study.set_user_attr(RUNCARD_ATTR, text)
             study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
             study.set_user_attr(VERSION_ATTR, __version__)
+            study.set_user_attr(ENGINE_ATTR, ENGINE)
             return study, True
     study = load_study(storage, name)
     stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
@@ -166,6 +172,14 @@ def study_problem(setup: StudySetup) -> Problem:
     Only workers need them: a worker with another hyperscan version or other data must not
     add trials that cannot be compared with the rest.
     """
+    engine = setup.study.user_attrs.get(ENGINE_ATTR, 1)
+    if engine != ENGINE:
+        raise ScanError(
+            f"study {setup.study.study_name!r} holds trials of hyperscan's fit engine revision "
+            f"{engine} (hyperscan {setup.study.user_attrs.get(VERSION_ATTR, 'unknown')}), "
+            f"this worker's is {ENGINE}: their values would not compare; create a new study "
+            "(status, export and report still read this one)"
+        )
     problem = load_problem(setup.runcard)
     expected = setup.study.user_attrs.get(FINGERPRINT_ATTR)
     here = problem.fingerprint()  # hashes every array of the data: once

@@ -8,12 +8,14 @@ import time
 import warnings
 
 import optuna
+import pytest
 import sqlalchemy
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
+    ScanError,
     _objective,
     _worker,
     create_study,
@@ -23,6 +25,7 @@ from hyperscan.scan import (
     run_worker,
     status_text,
 )
+from hyperscan.scan._study import ENGINE, ENGINE_ATTR
 
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
@@ -116,9 +119,22 @@ def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path):
         orphan = study.ask()  # its worker was killed after one heartbeat
     storage.record_heartbeat(orphan._trial_id)
     time.sleep(2.5)
-    report = run_worker("d", _storage(tmp_path / "s.journal"))
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("d", _storage(tmp_path / "s.journal"))
     assert report.budget_reached and report.trials == 0
     states = [t.state for t in load_study(storage, "d").get_trials()]
-    assert states[orphan.number] == TrialState.FAIL and TrialState.RUNNING not in states
-    status = status_text(open_study(storage, "d"))
-    assert f"retried: {orphan.number} → {orphan.number + 1} (no heartbeat)" in status
+    assert states == [TrialState.COMPLETE, TrialState.FAIL]
+    assert f"trial {orphan.number} (worker ?) sent no heartbeat" in caplog.text
+    assert "not re-queued (the budget is spent)" in caplog.text
+
+
+def test_a_study_of_another_engine_revision_gets_no_trials_from_this_worker(tmp_path):
+    """Trials of one study must compare: a study created before the engine changed what a
+    trial's value means is read, not extended."""
+    storage = _storage(tmp_path / "s.journal", create=True)
+    create_study(scan_runcard_from_dict(TINY_SCAN), storage, "old")
+    load_study(storage, "old").set_user_attr(ENGINE_ATTR, ENGINE - 1)
+    with pytest.raises(ScanError, match=f"engine revision {ENGINE - 1}"):
+        run_worker("old", _storage(tmp_path / "s.journal"))
+    assert load_study(storage, "old").trials == []
+    assert "old" in status_text(open_study(storage, "old"))
