@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import sys
 import time
@@ -334,15 +333,17 @@ def scan(
         create_study,
         default_output,
         export_best,
+        fail_stale_trials,
         finished_trials,
         open_storage,
         open_study,
         start_workers,
         supervise,
+        usable_cores,
         write_atomically,
     )
 
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if workers > cores:
         click.echo(f"--workers {workers} on {cores} cores: starting {cores}, more would compete")
         workers = cores
@@ -356,6 +357,7 @@ def scan(
         setup = open_study(handle, name)
     except _scan_errors() as error:
         fail(str(error))
+    fail_stale_trials(setup.study, requeue=finished_trials(setup.study) < card.scan.trials)
     left = card.scan.trials - finished_trials(setup.study)
     workers = max(0, min(workers, left))  # a worker more than the trials left only starts
     click.echo(

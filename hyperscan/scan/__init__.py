@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._export import best_trial, export_best, write_atomically
-from hyperscan.scan._local import counts_line, default_output, start_workers, supervise, trial_line
+from hyperscan.scan._local import (
+    counts_line,
+    default_output,
+    start_workers,
+    supervise,
+    trial_line,
+    usable_cores,
+)
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._status import finished_trials, state_counts, status_text
@@ -18,6 +25,7 @@ from hyperscan.scan._storage import (
     STORAGE_ENV,
     StorageError,
     describe_error,
+    fail_stale_trials,
     load_study,
     open_storage,
     redact,
@@ -65,6 +73,7 @@ __all__ = [
     "create_study",
     "default_output",
     "describe_error",
+    "fail_stale_trials",
     "export_best",
     "export_text",
     "fixed_runcard",
@@ -89,6 +98,7 @@ __all__ = [
     "supervise",
     "trashed",
     "trial_line",
+    "usable_cores",
     "trial_value",
     "write_atomically",
 ]

@@ -33,12 +33,17 @@ def trial_line(trial: optuna.trial.FrozenTrial) -> str:
     return f"trial {trial.number}: {trial.state.name.lower()}{took}"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a batch job's share, not the node's count)."""
+    return len(os.sched_getaffinity(0))
+
+
 def start_workers(
     study: str, url: str, workers: int, threads: int | None = None
 ) -> list[subprocess.Popen]:
     """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
     travels in the environment, not argv."""
-    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    threads = threads or max(1, usable_cores() // workers)
     env = {**os.environ, STORAGE_ENV: resolve_url(url)}
     command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
     command += ["--threads", str(threads), "--quiet"]

@@ -34,7 +34,7 @@ from optuna.storages import (
     RDBStorage,
     RetryHeartbeatStaleTrialCallback,
 )
-from optuna.storages._heartbeat import BaseHeartbeat
+from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
@@ -462,7 +462,7 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
 
 def _check_journal(path: str, url: str) -> None:
     """Refuse a file that is not a journal before anything is appended to it."""
-    if os.path.isdir(path) or not os.path.isfile(path):
+    if not os.path.isfile(path):
         return  # a folder or a missing file: the open below says what is wrong
     with open(path, "rb") as file:
         first = file.readline(1 << 20)
@@ -471,13 +471,15 @@ def _check_journal(path: str, url: str) -> None:
     if first.startswith(b"SQLite format 3\x00"):
         raise StorageError(f"{path} is an SQLite database: give it as sqlite:///{path}", url)
     try:
-        json.loads(first)
+        record = json.loads(first)
     except ValueError:
+        record = None
+    if not isinstance(record, dict) or "op_code" not in record:
         raise StorageError(
-            f"{path} is not a journal file (its first line is not a JSON record); give the "
+            f"{path} is not a journal file (its first line is not a journal record); give the "
             "study's journal, or a new path",
             url,
-        ) from None
+        )
 
 
 def _open_journal(
@@ -669,6 +671,33 @@ def open_storage(
             if resolved.startswith(JOURNAL_PREFIX):
                 return _open_journal(resolved, **options)
             return _open_rdb(resolved, **options)
+
+
+def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
+    """Fail the RUNNING trials whose heartbeat stopped (their worker died); re-queue them only
+    if the budget still needs them, else a queued copy would wait for a worker that never comes.
+
+    Optuna does this only when a worker asks for a trial: once the budget is spent nobody asks,
+    and the trial would stay RUNNING for ever (and `study copy` refuse the study).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        if requeue:
+            optuna.storages.fail_stale_trials(study)
+            return
+    storage = study._storage
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return
+    for trial_id in storage._get_stale_trial_ids(study._study_id):
+        with suppress(optuna.exceptions.UpdateFinishedTrialError):  # another process did it
+            if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                trial = storage.get_trial(trial_id)
+                _logger.warning(
+                    "trial %d (worker %s) sent no heartbeat for the grace period: failed, "
+                    "not re-queued (the budget is spent)",
+                    trial.number,
+                    trial.user_attrs.get(WORKER_ATTR, "?"),
+                )
 
 
 def study_names(storage: BaseStorage) -> list[str]:

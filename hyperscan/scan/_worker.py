@@ -7,7 +7,6 @@ import os
 import statistics
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -22,7 +21,13 @@ from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._status import FINISHED, finished_trials
-from hyperscan.scan._storage import describe_error, load_study, storage_url, transient_error
+from hyperscan.scan._storage import (
+    describe_error,
+    fail_stale_trials,
+    load_study,
+    storage_url,
+    transient_error,
+)
 from hyperscan.scan._study import open_study, study_problem
 
 _logger = logging.getLogger(__name__)
@@ -127,11 +132,7 @@ def run_worker(
         pruner=make_pruner(runcard),
     )
     budget = runcard.scan.trials
-    # Optuna fails (and re-queues) the trials of dead workers only when a worker asks for a
-    # trial: once the budget is spent no worker asks, and they would stay RUNNING for ever.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+    fail_stale_trials(study, requeue=finished_trials(study) < budget)
     if finished_trials(study) >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 

@@ -101,11 +101,18 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
     assert "trying again in 3 s" in caplog.text
     assert "trial 0 (worker " in caplog.text and "failed, re-queued" in caplog.text
     assert "Traceback" not in caplog.text
+    retried = next(
+        t.number
+        for t in load_study(storage, "o").get_trials()
+        if t.number > 0 and t.system_attrs.get("retry_history") == [0]
+    )
+    assert f"retried: 0 → {retried} (no heartbeat)" in status_text(open_study(storage, "o"))
 
 
-def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path):
+def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, caplog):
     """Nobody asks for a trial once the budget is met, so a worker that finds it met still
-    fails the trials of dead workers: else they stay RUNNING, and `study copy` refuses."""
+    fails the trials of dead workers: else they stay RUNNING, and `study copy` refuses. It does
+    not queue them again: no worker would come for the copy."""
     storage = _storage(tmp_path / "s.journal", create=True)
     create_study(
         scan_runcard_from_dict({**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}),
