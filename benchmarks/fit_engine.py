@@ -52,7 +52,7 @@ from hyperscan.fit import (  # noqa: E402
     build_ensemble,
     trainer_settings,
 )
-from hyperscan.fit._optimizers import clip_by_member_norm, member_norm  # noqa: E402
+from hyperscan.fit._optimizers import member_norm, per_member  # noqa: E402
 from hyperscan.model import TRAINING, EnsembleModel  # noqa: E402
 from hyperscan.model._network import N_OUTPUTS, forward  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
@@ -189,6 +189,14 @@ class Loop:
 def _passthrough(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
     """The model outputs its loss already (n3fit does the same)."""
     return y_pred
+
+
+def clip_by_member_norm(
+    grads: Sequence[tf.Tensor], norm: tf.Tensor, clipnorm: tf.Tensor
+) -> list[tf.Tensor]:
+    """Scale each member's gradients so that their norm ``norm`` (M,) is at most clipnorm (M,)."""
+    scale = tf.where(norm > clipnorm, clipnorm / norm, tf.ones_like(norm))
+    return [g * per_member(scale, g) for g in grads]
 
 
 def _per_member_clip(clipnorm: tf.Tensor) -> Callable[..., list[tf.Tensor]]:

@@ -12,7 +12,7 @@ from hyperscan.fit._fit import (
     usable_starts,
 )
 from hyperscan.fit._members import MemberSpec, build_members, member_specs
-from hyperscan.fit._optimizers import OPTIMIZERS, clip_by_member_norm, make_optimizer
+from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
 from hyperscan.fit._output import (
     OutputExistsError,
     check_output_dir,
@@ -51,7 +51,6 @@ __all__ = [
     "build_ensemble",
     "build_members",
     "check_output_dir",
-    "clip_by_member_norm",
     "make_optimizer",
     "member_specs",
     "output_xgrid",

@@ -139,10 +139,10 @@ def run_fit(
     observables = model.observables(final)
     points = model.points_per_category
     chi2 = observables.chi2.numpy() / np.maximum(points, 1)
-    positivity_ok = outcome.best_step >= 0
+    has_best = outcome.best_step >= 0  # passed positivity and the χ² threshold once
     status = [
         DIVERGED_STATUS if s == DIVERGED else (OK if ok else POSITIVITY_VETO)
-        for s, ok in zip(outcome.status, positivity_ok, strict=True)
+        for s, ok in zip(outcome.status, has_best, strict=True)
     ]
     experimental, per_dataset = experimental_chi2(problem, model.predictions(final).numpy())
     pdf_x = output_xgrid()

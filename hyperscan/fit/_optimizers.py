@@ -183,14 +183,6 @@ def member_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
     return tf.sqrt(tf.add_n(squares))
 
 
-def clip_by_member_norm(
-    grads: Sequence[tf.Tensor], norm: tf.Tensor, clipnorm: tf.Tensor
-) -> list[tf.Tensor]:
-    """Scale each member's gradients so that their norm ``norm`` (M,) is at most clipnorm (M,)."""
-    scale = tf.where(norm > clipnorm, clipnorm / norm, tf.ones_like(norm))
-    return [g * per_member(scale, g) for g in grads]
-
-
 def variable_columns(sizes: Sequence[int], dtype: tf.DType) -> tf.Tensor:
     """(P, V) one-hot map from the columns of flat (M, P) parameters to their V variables."""
     owner = np.repeat(np.arange(len(sizes)), sizes)

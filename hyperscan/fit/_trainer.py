@@ -122,7 +122,6 @@ class Trainer:
             "best_val": tf.fill([members], tf.constant(np.inf, dtype)),
             "best_step": tf.fill([members], -1),
             "since_best": tf.zeros([members], tf.int32),
-            "counting": tf.zeros([members], tf.bool),
             "stop_step": tf.fill([members], -1),
             "divergence": tf.zeros([members], tf.int32),
             "best_params": params,
@@ -222,14 +221,14 @@ class Trainer:
         validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
         positivity_ok = tf.reduce_all(observables.positivity < cfg.positivity_threshold, axis=1)
         below_threshold = validation / self._stopping_points < cfg.threshold_chi2
+        has_best = s["best_step"] >= 0  # once it has one, a member counts towards stopping
         improved = (
-            alive & positivity_ok & (s["counting"] | below_threshold) & (validation < s["best_val"])
+            alive & positivity_ok & (has_best | below_threshold) & (validation < s["best_val"])
         )
-        counting = s["counting"] | improved
         since_best = tf.where(
             improved,
             0,
-            tf.where(alive & counting, s["since_best"] + 1, s["since_best"]),
+            tf.where(alive & has_best, s["since_best"] + 1, s["since_best"]),
         )
         stopped = alive & (since_best > cfg.patience_steps)
 
@@ -257,7 +256,6 @@ class Trainer:
             "best_val": tf.where(improved, validation, s["best_val"]),
             "best_step": tf.where(improved, step, s["best_step"]),
             "since_best": since_best,
-            "counting": counting,
             "stop_step": tf.where(diverged | stopped, step, s["stop_step"]),
             "divergence": tf.where(diverged, reason, s["divergence"]),
             "best_params": tf.where(improved[:, None], params, s["best_params"]),

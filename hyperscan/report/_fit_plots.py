@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from hyperscan.data import FIT_BASIS, closure_problem, flavour_combination, toy_pdf
-from hyperscan.report._style import BAND, TRUTH, new_figure, save_png, style, wants_log
+from hyperscan.report._style import BAND, TRUTH, new_figure, png_bytes, style, wants_log
 
 __all__ = [
     "EVOLUTION",
@@ -503,8 +503,8 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
         raise FitPlotError(f"{fit.path}: no member has finite PDFs ({fit.members_note()})")
     outdir = Path(outdir)
     figures: dict[str, Figure] = {}
-    # Every figure is drawn before any file is written: a fit folder damaged in a way the
-    # checks above miss fails here, with a message, and leaves no half set of plots.
+    # Every figure is drawn and rendered before any file is written: a fit folder damaged in a
+    # way the checks above miss fails here, with a message, and leaves no half set of plots.
     with style():
         try:
             for basis in (EVOLUTION, PHYSICAL):
@@ -514,9 +514,13 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
             figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
             if fit.history is not None:
                 figures["training_history.png"] = history_figure(fit)
+            images = {name: png_bytes(figure) for name, figure in figures.items()}
         except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
             raise FitPlotError(
                 f"{fit.path}: damaged fit output ({type(error).__name__}: {error})"
             ) from None
-        outdir.mkdir(parents=True, exist_ok=True)
-        return [save_png(figure, outdir / name) for name, figure in figures.items()]
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = [outdir / name for name in images]
+    for path in written:
+        path.write_bytes(images[path.name])
+    return written

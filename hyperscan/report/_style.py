@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import math
-from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -69,11 +68,6 @@ def png_bytes(figure: Figure) -> bytes:
 def data_uri(figure: Figure) -> str:
     """The figure as a ``data:`` URI: the HTML report needs no other file and no network."""
     return "data:image/png;base64," + base64.b64encode(png_bytes(figure)).decode("ascii")
-
-
-def save_png(figure: Figure, path: Path) -> Path:
-    path.write_bytes(png_bytes(figure))
-    return path
 
 
 def wants_log(values: np.ndarray, ratio: float = 20.0) -> bool:

@@ -23,7 +23,6 @@ def test_no_state_variable_is_of_a_type_a_gpu_keeps_on_the_host(make_card):
     # The loop still sees its counters and flags in their own types.
     state = trainer.state
     assert state["status"].dtype == tf.int32
-    assert state["counting"].dtype == tf.bool
 
 
 def test_the_state_carries_over_from_one_call_to_the_next(make_card):
