@@ -39,8 +39,10 @@ class Objective:
         specs = member_specs(runcard.replica_ids, runcard.scan.folds)
         self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
+        self.last_trial_id: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
+        self.last_trial_id = trial._trial_id  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = suggest(trial, self.runcard.scan)
         card = fixed_runcard(self.runcard, params)

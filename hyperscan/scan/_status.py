@@ -78,11 +78,12 @@ def status_text(setup: StudySetup) -> str:
 
 
 def _retry(trial: optuna.trial.FrozenTrial) -> str | None:
-    """'a → b' for a trial b queued again as a, with why when its worker died."""
+    """'a → b' for a trial a queued again as b; "worker lost" when its worker died or lost
+    the storage, not when it was told to stop."""
     stopped = trial.user_attrs.get(RETRY_OF_ATTR)
-    # Optuna's re-queue of a trial with no heartbeat: copies the user attributes (so also an
+    # Optuna's re-queue of a trial its worker lost: copies the user attributes (so also an
     # older retry_of) and appends the failed trial to retry_history.
     history = trial.system_attrs.get("retry_history", [])
     if history and (stopped is None or history[-1] > stopped):
-        return f"{history[-1]} → {trial.number} (no heartbeat)"
+        return f"{history[-1]} → {trial.number} (worker lost)"
     return None if stopped is None else f"{stopped} → {trial.number}"

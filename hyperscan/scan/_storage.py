@@ -618,14 +618,20 @@ class _RequeueStaleTrials(RetryHeartbeatStaleTrialCallback):
     """Optuna's re-queue of a trial whose heartbeat stopped, said in the log of the worker
     that does it: otherwise the trial just turns FAIL and its copy runs, unexplained."""
 
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+    def __call__(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        why: str = "sent no heartbeat for the grace period",
+    ) -> None:
         super().__call__(study, trial)
         retries = len(trial.system_attrs.get("retry_history", [])) + 1
         requeued = self._max_retry is None or retries <= self._max_retry
         _logger.warning(
-            "trial %d (worker %s) sent no heartbeat for the grace period: failed, %s",
+            "trial %d (worker %s) %s: failed, %s",
             trial.number,
             trial.user_attrs.get(WORKER_ATTR, "?"),
+            why,
             "re-queued" if requeued else f"not re-queued (retried {retries - 1} times already)",
         )
 
@@ -698,6 +704,29 @@ def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
                     trial.number,
                     trial.user_attrs.get(WORKER_ATTR, "?"),
                 )
+
+
+def requeue_cut_short(study: optuna.Study, trial_id: int) -> None:
+    """Re-queue at once a trial a storage outage cut short: its worker knows it is lost, so it
+    need not wait for the grace period. Still RUNNING (its result could not be written), it is
+    failed first; FAIL already (Optuna failed it on the error), it is queued unless a copy is."""
+    storage = study._storage
+    trial = storage.get_trial(trial_id)
+    if trial.state == TrialState.RUNNING:
+        try:
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                return
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return  # it ended after all, or another worker failed it as stale
+        trial = storage.get_trial(trial_id)
+    elif trial.state != TrialState.FAIL or any(
+        t.system_attrs.get("retry_history", [])[-1:] == [trial.number]
+        for t in study.get_trials(deepcopy=False)
+    ):
+        return
+    callback = storage.get_heartbeat_stale_trial_callback()
+    if isinstance(callback, _RequeueStaleTrials):
+        callback(study, trial, why="was cut short by a storage error")
 
 
 def study_names(storage: BaseStorage) -> list[str]:

@@ -8,6 +8,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,7 @@ from hyperscan.scan._storage import (
     describe_error,
     fail_stale_trials,
     load_study,
+    requeue_cut_short,
     storage_url,
     transient_error,
 )
@@ -200,8 +202,9 @@ def run_worker(
                 if n_trials is not None and done >= n_trials:
                     break
             except Exception as error:
-                # The database restarted or a connection dropped mid-trial: wait and go on. The
-                # trial left RUNNING is failed as stale after the grace period and re-queued.
+                # The database restarted or a connection dropped mid-trial: wait, re-queue the
+                # trial it cut short (or, if the storage is still away, the next worker does
+                # after the grace period), and go on.
                 if not transient_error(error):
                     raise
                 cause = describe_error(error, storage_url(storage))
@@ -211,6 +214,10 @@ def run_worker(
                 storage_errors += 1
                 _logger.warning("%s; trying again in %d s", cause, wait)
                 stop.wait(wait)
+                if objective.last_trial_id is not None:
+                    with suppress(Exception):  # the storage still away: the grace period will do
+                        requeue_cut_short(study, objective.last_trial_id)
+                        objective.last_trial_id = None
     optuna_log.removeFilter(quiet)
     return _report(done, stop.is_set(), study, budget, walltime)
 

@@ -69,8 +69,8 @@ def _storage(path, **heartbeat):
 
 def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, monkeypatch, caplog):
     """The database goes away as a trial ends (its result cannot be written): the worker
-    waits and goes on, the trial left RUNNING is failed as stale and re-queued, and the
-    budget is met."""
+    waits, fails and re-queues the trial left RUNNING at once (not after the grace period),
+    goes on, and the budget is met."""
     create_study(
         scan_runcard_from_dict(TINY_SCAN), _storage(tmp_path / "s.journal", create=True), "o"
     )
@@ -90,7 +90,7 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
         return write(trial_id, state, values)
 
     monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
-    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (3,))  # > the grace period
+    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
     with caplog.at_level(logging.WARNING):
         report = run_worker("o", storage)
     assert report.budget_reached and outages
@@ -98,15 +98,16 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
     assert states[0] == TrialState.FAIL and TrialState.RUNNING not in states
     assert states.count(TrialState.COMPLETE) == 3
     assert "server closed the connection unexpectedly" in caplog.text
-    assert "trying again in 3 s" in caplog.text
-    assert "trial 0 (worker " in caplog.text and "failed, re-queued" in caplog.text
+    assert "trying again in 1 s" in caplog.text
+    assert "was cut short by a storage error: failed, re-queued" in caplog.text
+    assert "sent no heartbeat" not in caplog.text
     assert "Traceback" not in caplog.text
     retried = next(
         t.number
         for t in load_study(storage, "o").get_trials()
         if t.number > 0 and t.system_attrs.get("retry_history") == [0]
     )
-    assert f"retried: 0 → {retried} (no heartbeat)" in status_text(open_study(storage, "o"))
+    assert f"retried: 0 → {retried} (worker lost)" in status_text(open_study(storage, "o"))
 
 
 def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, caplog):
