@@ -224,6 +224,7 @@ def worker(
             timeout=timeout,
             stop_after=None if stop_after is None else stop_after - (time.monotonic() - started),
             on_trial=show,
+            setup=setup,
         )
     except _scan_errors() as error:
         fail(str(error))
@@ -357,8 +358,8 @@ def scan(
         setup = open_study(handle, name)
     except _scan_errors() as error:
         fail(str(error))
-    fail_stale_trials(setup.study, requeue=finished_trials(setup.study) < card.scan.trials)
-    left = card.scan.trials - finished_trials(setup.study)
+    left = card.scan.trials - finished_trials(setup.study)  # failing stale trials keeps it
+    fail_stale_trials(setup.study, requeue=left > 0)
     workers = max(0, min(workers, left))  # a worker more than the trials left only starts
     click.echo(
         f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "

@@ -30,7 +30,7 @@ from hyperscan.scan._storage import (
     storage_url,
     transient_error,
 )
-from hyperscan.scan._study import open_study, study_problem
+from hyperscan.scan._study import StudySetup, open_study, study_problem
 
 _logger = logging.getLogger(__name__)
 
@@ -114,17 +114,19 @@ def run_worker(
     timeout: float | None = None,
     stop_after: float | None = None,
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
+    setup: StudySetup | None = None,
 ) -> WorkerReport:
     """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
 
     `storage` as :func:`open_storage` opened it, with the heartbeat settings of the worker: the
-    caller may have read the study's runcard from it already (one connection, one replay).
+    caller may have read the study's runcard from it already (one connection, one replay), and
+    passes what it read as `setup`, so the runcard is not parsed twice.
 
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
     to end in the time left (see :func:`expected_trial_seconds`).
     """
     deadline = None if stop_after is None else time.monotonic() + stop_after
-    setup = open_study(storage, study_name)
+    setup = setup if setup is not None else open_study(storage, study_name)
     problem = study_problem(setup)
     runcard = setup.runcard
     study = load_study(
@@ -134,8 +136,9 @@ def run_worker(
         pruner=make_pruner(runcard),
     )
     budget = runcard.scan.trials
-    fail_stale_trials(study, requeue=finished_trials(study) < budget)
-    if finished_trials(study) >= budget:
+    finished = finished_trials(study)  # failing stale trials does not change it
+    fail_stale_trials(study, requeue=finished < budget)
+    if finished >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 
     own: list[float] = []  # durations of this worker's complete trials
