@@ -52,7 +52,7 @@ from hyperscan.fit import (  # noqa: E402
     build_ensemble,
     trainer_settings,
 )
-from hyperscan.fit._optimizers import member_norm, per_member  # noqa: E402
+from hyperscan.fit._optimizers import per_member  # noqa: E402
 from hyperscan.model import TRAINING, EnsembleModel  # noqa: E402
 from hyperscan.model._network import N_OUTPUTS, forward  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
@@ -191,12 +191,11 @@ def _passthrough(y_true: tf.Tensor, y_pred: tf.Tensor) -> tf.Tensor:
     return y_pred
 
 
-def clip_by_member_norm(
-    grads: Sequence[tf.Tensor], norm: tf.Tensor, clipnorm: tf.Tensor
-) -> list[tf.Tensor]:
-    """Scale each member's gradients so that their norm ``norm`` (M,) is at most clipnorm (M,)."""
+def clip_by_member_norm(grad: tf.Tensor, clipnorm: tf.Tensor) -> tf.Tensor:
+    """Scale each member's slice of one variable's gradient to norm ≤ clipnorm (M,)."""
+    norm = tf.norm(tf.reshape(grad, [grad.shape[0], -1]), axis=1)
     scale = tf.where(norm > clipnorm, clipnorm / norm, tf.ones_like(norm))
-    return [g * per_member(scale, g) for g in grads]
+    return grad * per_member(scale, grad)
 
 
 def _per_member_clip(clipnorm: tf.Tensor) -> Callable[..., list[tf.Tensor]]:
@@ -210,7 +209,7 @@ def _per_member_clip(clipnorm: tf.Tensor) -> Callable[..., list[tf.Tensor]]:
     @tf.custom_gradient
     def clip(*params: tf.Tensor):
         def grad(*upstream: tf.Tensor) -> list[tf.Tensor]:
-            return [clip_by_member_norm([g], member_norm([g]), clipnorm)[0] for g in upstream]
+            return [clip_by_member_norm(g, clipnorm) for g in upstream]
 
         return [tf.identity(p) for p in params], grad
 

@@ -177,27 +177,31 @@ def make_optimizer(name: str) -> Optimizer:
         raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}") from None
 
 
-def member_norm(grads: Sequence[tf.Tensor]) -> tf.Tensor:
-    """Each member's global gradient norm over all its variables: (M,)."""
-    squares = [tf.reduce_sum(tf.square(g), axis=list(range(1, g.shape.rank))) for g in grads]
-    return tf.sqrt(tf.add_n(squares))
-
-
 def variable_columns(sizes: Sequence[int], dtype: tf.DType) -> tf.Tensor:
     """(P, V) one-hot map from the columns of flat (M, P) parameters to their V variables."""
     owner = np.repeat(np.arange(len(sizes)), sizes)
     return tf.constant(owner[:, None] == np.arange(len(sizes))[None, :], dtype)
 
 
-def clip_per_variable(flat: tf.Tensor, columns: tf.Tensor, clipnorm: tf.Tensor) -> tf.Tensor:
+def variable_norms(flat: tf.Tensor, columns: tf.Tensor) -> tf.Tensor:
+    """(M, V) norm of each member's gradient in each variable; `columns` from `variable_columns`.
+
+    Computed once per step for both the clip and the divergence check: a member's gradient is
+    finite exactly where all its variables' norms are (a non-finite entry spoils them all).
+    """
+    return tf.sqrt(tf.square(flat) @ columns)
+
+
+def clip_per_variable(
+    flat: tf.Tensor, norms: tf.Tensor, columns: tf.Tensor, clipnorm: tf.Tensor
+) -> tf.Tensor:
     """Keras' clipnorm, member by member: each variable's gradient scaled to norm ≤ clipnorm.
 
-    `flat` is the (M, P) gradient, `columns` its `variable_columns` map, clipnorm (M,). Keras
-    clips each variable on its own, so n3fit's defaults (NNPDF4.0's clipnorm) were tuned for
-    that; with members in one variable it would clip them together, the coupling that made
-    n3fit abandon its batched layer, so here every (member, variable) has its own norm.
+    `flat` is the (M, P) gradient, `norms` its `variable_norms`, clipnorm (M,). Keras clips
+    each variable on its own, so n3fit's defaults (NNPDF4.0's clipnorm) were tuned for that;
+    with members in one variable it would clip them together, the coupling that made n3fit
+    abandon its batched layer, so here every (member, variable) has its own norm.
     """
-    norms = tf.sqrt(tf.square(flat) @ columns)  # (M, V)
     limit = clipnorm[:, None]
     scale = tf.where(norms > limit, limit / norms, tf.ones_like(norms))
     return flat * tf.matmul(scale, columns, transpose_b=True)

@@ -11,9 +11,9 @@ import tensorflow as tf
 from hyperscan.fit._optimizers import (
     clip_per_variable,
     make_optimizer,
-    member_norm,
     per_member,
     variable_columns,
+    variable_norms,
 )
 from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
 
@@ -200,13 +200,14 @@ class Trainer:
             # Members' parameters are disjoint, so d(Σ loss)/dθ_m = dloss_m/dθ_m, and a
             # non-finite member cannot leak into the others' gradients.
             total = tf.reduce_sum(loss)
-        grads = [tape.gradient(total, params)]
-        norm = member_norm(grads)
+        grad = tape.gradient(total, params)
+        norms = variable_norms(grad, self._columns)
+        grad_finite = tf.reduce_all(tf.math.is_finite(norms), axis=1)
 
         reason = tf.where(
             ~tf.math.is_finite(loss),
             1,
-            tf.where(loss > cfg.max_loss, 2, tf.where(~tf.math.is_finite(norm), 3, 0)),
+            tf.where(loss > cfg.max_loss, 2, tf.where(grad_finite, 0, 3)),
         )
         diverged = active & (reason > 0)
         alive = active & ~diverged
@@ -232,7 +233,7 @@ class Trainer:
         )
         stopped = alive & (since_best > cfg.patience_steps)
 
-        clipped = clip_per_variable(grads[0], self._columns, self._clipnorm)
+        clipped = clip_per_variable(grad, norms, self._columns, self._clipnorm)
         (new_params,), new_optimizer = self._optimizer.update(
             [params], [clipped], s["optimizer"], s["member_steps"], self._lr
         )

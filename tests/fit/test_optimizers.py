@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from hyperscan.fit import OPTIMIZERS, make_optimizer
-from hyperscan.fit._optimizers import clip_per_variable, variable_columns
+from hyperscan.fit._optimizers import clip_per_variable, variable_columns, variable_norms
 
 KERAS = {
     "adam": lambda lr, clip: keras.optimizers.Adam(learning_rate=lr, clipnorm=clip),
@@ -56,7 +56,9 @@ def test_each_member_steps_as_keras_with_clipnorm_would(name):
     state = optimizer.init([params])
     columns = variable_columns(sizes, tf.float64)
     for t, grad in enumerate(steps):
-        clipped = clip_per_variable(tf.constant(grad), columns, tf.constant(clipnorm))
+        grad = tf.constant(grad)
+        norms = variable_norms(grad, columns)
+        clipped = clip_per_variable(grad, norms, columns, tf.constant(clipnorm))
         (params,), state = optimizer.update(
             [params], [clipped], state, tf.fill([2], t), tf.constant(learning_rate)
         )
@@ -79,3 +81,14 @@ def test_each_member_steps_as_keras_with_clipnorm_would(name):
         # Keras' Adam family lands ~1e-5 (relative) off its own update formula, which this
         # code follows to the digit; a misplaced ε or a clip of the wrong norm is off by O(1).
         np.testing.assert_allclose(params.numpy()[m] - start[m], expected, rtol=1e-4)
+
+
+def test_a_non_finite_gradient_entry_spoils_only_its_own_members_norms():
+    """The trainer flags a member's gradient as non-finite from its variable norms alone."""
+    sizes = [int(np.prod(shape)) for shape in SHAPES]
+    grad = np.ones((3, sum(sizes)))
+    grad[1, 2] = np.nan
+    grad[2, -1] = np.inf
+    norms = variable_norms(tf.constant(grad), variable_columns(sizes, tf.float64)).numpy()
+    np.testing.assert_allclose(norms[0], np.sqrt(sizes))
+    assert not np.isfinite(norms[1]).any() and not np.isfinite(norms[2]).any()
