@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -35,7 +36,7 @@ from optuna.storages import (
     RetryHeartbeatStaleTrialCallback,
 )
 from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan._trial_attrs import WORKER_ATTR
@@ -480,6 +481,42 @@ def _check_journal(path: str, url: str) -> None:
             "study's journal, or a new path",
             url,
         )
+    _check_journal_tail(path, url)
+
+
+def _ends_in_newline(path: str) -> bool:
+    with open(path, "rb") as file:
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) == b"\n"
+
+
+def _check_journal_tail(path: str, url: str) -> None:
+    """Refuse a journal whose last record was cut short (a full disk, a crash mid-write).
+
+    Optuna skips such a line when reading, but the next record appended to it would merge
+    with it into one line that no reader can parse, and the whole study would be lost. Optuna
+    writes whole lines under its lock, so a tail seen without a newline is checked again under
+    that lock: only then is it not another process's write in flight.
+    """
+    if _ends_in_newline(path):
+        return
+    lock = JournalFileSymlinkLock(path)
+    lock.acquire()
+    try:
+        if _ends_in_newline(path):
+            return
+        with open(path, "rb") as file:
+            content = file.read()
+    finally:
+        lock.release()
+    whole = content.rfind(b"\n") + 1
+    raise StorageError(
+        f"{path} ends in an incomplete record ({len(content) - whole} bytes after its last "
+        "full line: a write cut short by a full disk or a crash). Appending to it would make "
+        f"the journal unreadable. Keep a copy, then cut the incomplete record off with "
+        f"`truncate -s {whole} {shlex.quote(path)}`: the records before it are intact",
+        url,
+    )
 
 
 def _open_journal(

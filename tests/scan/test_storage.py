@@ -523,3 +523,17 @@ def test_option_and_port_mistakes_read_as_such(tmp_path):
     assert "ValueError" not in str(info.value) and "(storage:" not in str(info.value)
     with pytest.raises(StorageError, match="the port 'notaport' is not a number"):
         open_storage("postgresql://postgres@127.0.0.1:notaport/test")
+
+
+def test_a_journal_cut_mid_record_is_refused_with_its_repair(tmp_path):
+    """Appending after a torn last record would merge the two lines and lose the study."""
+    journal = tmp_path / "scan.journal"
+    optuna.create_study(study_name="s", storage=open_storage(str(journal), create=True))
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b'{"op_code": 0, "worker_id": "cut')
+    for create in (True, False):
+        with pytest.raises(StorageError, match=f"truncate -s {len(whole)} "):
+            open_storage(str(journal), create=create)
+    subprocess.run(["truncate", "-s", str(len(whole)), str(journal)], check=True)
+    storage = open_storage(str(journal))
+    assert optuna.load_study(study_name="s", storage=storage).trials == []
