@@ -15,6 +15,8 @@ loader can report the exact key path rather than the enclosing section.
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
@@ -93,6 +95,11 @@ Activation = Literal["tanh", "sigmoid", "relu", "elu", "softplus", "linear"]
 Initializer = Literal["glorot_normal", "glorot_uniform", "he_normal", "he_uniform", "lecun_normal"]
 OptimizerName = Literal["adam", "nadam", "amsgrad", "rmsprop", "adadelta", "sgd"]
 Precision = Literal["float32", "float64"]
+#: The largest finite and the smallest normal number of each precision.
+_RANGE = {
+    "float32": ((2 - 2.0**-23) * 2.0**127, 2.0**-126),
+    "float64": (sys.float_info.max, sys.float_info.min),
+}
 Flavour = Literal["Sigma", "g", "V", "V3", "V8", "T3", "T8", "T15"]
 
 #: The fitted evolution-basis flavours, in canonical order (that of ``preprocessing``).
@@ -533,6 +540,46 @@ class FitRuncard(_Section):
             ],
             self,
         )
+        return self
+
+    @model_validator(mode="after")
+    def _representable_in_precision(self) -> FitRuncard:
+        """Values the device holds must be numbers of the fit's precision, not inf or 0 there.
+
+        Otherwise the first step sees an infinite learning rate or a zero clipnorm and every
+        member diverges or stands still, with a reason far from the key that caused it.
+        """
+        precision = self.training.precision
+        largest, smallest = _RANGE[precision]
+        positivity = self.positivity
+        values = {
+            ("optimizer", "learning_rate"): self.optimizer.learning_rate,
+            ("optimizer", "clipnorm"): self.optimizer.clipnorm,
+            ("stopping", "threshold_chi2"): self.stopping.threshold_chi2,
+            ("stopping", "positivity_threshold"): self.stopping.positivity_threshold,
+            ("positivity", "initial"): positivity.initial,
+            ("positivity", "max"): positivity.max,
+            ("divergence", "max_loss"): self.divergence.max_loss,
+        }
+        where = f"{precision}'s range (training.precision)"
+        problems = []
+        for loc, value in values.items():
+            if value is not None and value > largest:
+                problems.append((loc, f"{_num(value)} is beyond {where}: at most {largest:.3g}"))
+            elif value and value < smallest:
+                problems.append((loc, f"{_num(value)} is below {where}: at least {smallest:.3g}"))
+        if positivity.multiplier is not None:
+            updates = self.epochs // 100
+            growth = math.log10(positivity.initial) + updates * math.log10(positivity.multiplier)
+            if growth > math.log10(largest):
+                problems.append(
+                    (
+                        ("positivity", "multiplier"),
+                        f"lambda would grow to ~1e{growth:.0f} in {updates} updates, beyond "
+                        f"{where}: lower it, or set positivity.max instead",
+                    )
+                )
+        fail_at(problems, self)
         return self
 
     @field_validator("preprocessing", mode="before")

@@ -57,6 +57,25 @@ MISTAKES = [
     ("huge-layer", "architecture: {nodes: [100000]}\n", "architecture.nodes[0]", "<= 10000"),
     ("huge-epochs", "epochs: 99999999999999999999\n", "epochs", "must be <= 1000000000"),
     ("huge-threads", "training: {threads: 100000}\n", "training.threads", "must be <= 1024"),
+    # values the device's precision cannot hold: a message, not a fit that diverges at step 1
+    (
+        "float32-overflow",
+        "optimizer: {learning_rate: 1.0e+39}\n",
+        "optimizer.learning_rate",
+        "beyond float32's range (training.precision): at most 3.4e+38",
+    ),
+    (
+        "float32-underflow",
+        "optimizer: {clipnorm: 1.0e-40}\n",
+        "optimizer.clipnorm",
+        "below float32's range",
+    ),
+    (
+        "lambda-outgrows-float32",
+        "epochs: 17000\npositivity: {multiplier: 2}\n",
+        "positivity.multiplier",
+        "lambda would grow to ~1e53 in 170 updates",
+    ),
     (
         "negative-learning-rate",
         "optimizer: {learning_rate: -1e-3}\n",

@@ -234,3 +234,15 @@ def test_imports_nothing_heavy_nor_other_hyperscan_packages() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_a_float64_fit_holds_what_float32_cannot():
+    """The range check follows training.precision: float64 takes what float32 refuses."""
+    card = {
+        "epochs": 17000,
+        "optimizer": {"learning_rate": 1.0e39},
+        "positivity": {"multiplier": 2},
+        "training": {"precision": "float64"},
+    }
+    runcard = runcard_from_dict(card)
+    assert runcard.optimizer.learning_rate == 1.0e39 and runcard.positivity.multiplier == 2
