@@ -370,7 +370,31 @@ def _errors_described(url: str) -> Iterator[None]:
 # --------------------------------------------------------------------------- journal
 
 
-class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
+class _NamedHeartbeats:
+    """Heartbeat warnings that name the trial by the number `study status` shows for it.
+
+    Trial ids are shared by all studies of a database and mean nothing to users; the number is
+    looked up once per trial, while the storage answers, for the warning written when it does
+    not.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._trial_numbers: dict[int, int] = {}
+        super().__init__(*args, **kwargs)
+
+    def _heartbeat_recorded(self, trial_id: int) -> None:
+        if trial_id not in self._trial_numbers:
+            with suppress(Exception):
+                number = self.get_trial_number_from_id(trial_id)  # type: ignore[attr-defined]
+                self._trial_numbers[trial_id] = number
+
+    def _heartbeat_failed(self, trial_id: int, error: str) -> None:
+        number = self._trial_numbers.get(trial_id)
+        trial = f"trial {number}" if number is not None else f"the trial of id {trial_id}"
+        _logger.warning("could not record the heartbeat of %s: %s", trial, error)
+
+
+class HeartbeatJournalStorage(_NamedHeartbeats, JournalStorage, BaseHeartbeat):
     """Optuna's journal file storage with the heartbeat Optuna only gives RDB storages.
 
     A heartbeat is the mtime of ``<journal>.heartbeats/<trial_id>``, refreshed by the thread
@@ -426,7 +450,9 @@ class HeartbeatJournalStorage(JournalStorage, BaseHeartbeat):
         except OSError as exc:
             # Keep the heartbeat thread alive through a transient file-system error: if it died,
             # the trial would be failed as stale although its worker is still training.
-            _logger.warning("could not record the heartbeat of trial id %d: %s", trial_id, exc)
+            self._heartbeat_failed(trial_id, str(exc))
+        else:
+            self._heartbeat_recorded(trial_id)
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
         now = time.time()
@@ -545,7 +571,7 @@ def _open_journal(
 # --------------------------------------------------------------------------- RDB
 
 
-class _RDBStorage(RDBStorage):
+class _RDBStorage(_NamedHeartbeats, RDBStorage):
     """RDBStorage whose heartbeat thread survives a transient database error.
 
     Optuna's thread dies on the first failed heartbeat write (a server restart, a dropped
@@ -558,8 +584,9 @@ class _RDBStorage(RDBStorage):
         try:
             super().record_heartbeat(trial_id)
         except Exception as exc:
-            error = describe_error(exc, self._hyperscan_url)
-            _logger.warning("could not record the heartbeat of trial id %d: %s", trial_id, error)
+            self._heartbeat_failed(trial_id, describe_error(exc, self._hyperscan_url))
+        else:
+            self._heartbeat_recorded(trial_id)
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

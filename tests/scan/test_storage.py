@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -537,3 +539,19 @@ def test_a_journal_cut_mid_record_is_refused_with_its_repair(tmp_path):
     subprocess.run(["truncate", "-s", str(len(whole)), str(journal)], check=True)
     storage = open_storage(str(journal))
     assert optuna.load_study(study_name="s", storage=storage).trials == []
+
+
+def test_a_failed_heartbeat_names_the_trial_by_its_number(tmp_path, caplog):
+    """Ids run across all studies of a storage; users know a trial by its number."""
+    journal = tmp_path / "scan.journal"
+    storage = open_storage(str(journal), create=True, heartbeat_interval=1, grace_period=3)
+    with pytest.warns(UserWarning, match="Heartbeat of storage"):  # ask() outside optimize()
+        optuna.create_study(study_name="a", storage=storage).ask()
+        trial = optuna.create_study(study_name="b", storage=storage).ask()
+    assert (trial._trial_id, trial.number) == (1, 0)
+    storage.record_heartbeat(trial._trial_id)
+    shutil.rmtree(f"{journal}.heartbeats")
+    Path(f"{journal}.heartbeats").write_text("not a folder")
+    with caplog.at_level(logging.WARNING):
+        storage.record_heartbeat(trial._trial_id)  # the thread survives: no exception
+    assert "could not record the heartbeat of trial 0: " in caplog.text
