@@ -117,6 +117,13 @@ def resolve_url(url: str | None) -> str:
             raise StorageError(f"the journal URL names no file; use {_ACCEPTED}", url)
         return _journal_url(rest)
     if scheme in ("postgresql", "postgres", "postgresql+psycopg2"):
+        if rest.partition("?")[0].count("@") > 1:
+            # The URL parser ends the password at its first '@' and takes the rest for the
+            # host, which the server's "unknown host" message would then show.
+            raise StorageError(
+                "the URL has more than one '@': write an '@' of the user name or password as %40",
+                url,
+            )
         return _PG_PREFIX + rest
     if scheme.startswith("postgresql+"):
         raise StorageError(

@@ -137,6 +137,16 @@ def test_a_url_missing_its_slashes_is_refused_not_taken_for_a_file(monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_raw_at_sign_in_the_password_is_refused_without_showing_the_password():
+    """The URL parser would end the password at its first '@', and the server's "unknown
+    host" message would show the rest of it."""
+    with pytest.raises(StorageError) as info:
+        resolve_url("postgresql://postgres:se@cret@127.0.0.1:5432/test")
+    assert "%40" in str(info.value) and "cret" not in str(info.value)
+    encoded = "postgresql://postgres:se%40cret@127.0.0.1:5432/test?options=a@b"
+    assert resolve_url(encoded).endswith("postgres:se%40cret@127.0.0.1:5432/test?options=a@b")
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [
