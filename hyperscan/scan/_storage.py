@@ -110,6 +110,10 @@ def resolve_url(url: str | None) -> str:
         if colon and head.lower() in _SCHEMES:
             # "postgresql:/user@host/db" would otherwise become a local journal file
             raise StorageError(f"'{head}:' must be followed by //; accepted: {_ACCEPTED}", url)
+        head = url.partition("//")[0]
+        if head != url and head.lower() in _SCHEMES:
+            # and "postgresql//user:password@host/db" a journal in folders named after them
+            raise StorageError(f"'{head}//' lacks its ':' ({head}://); accepted: {_ACCEPTED}")
         return _journal_url(url)
     scheme = scheme.lower()
     if scheme == "journal":
@@ -150,15 +154,21 @@ def _split_userinfo(url: str) -> tuple[str, str, str, str | None]:
     The userinfo ends at the *last* '@' before the query, so that a password with an
     unescaped '@' or '/' is still hidden completely.
     """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
+    match = _SCHEME_PREFIX.match(url)
+    if match is None:
         return "", "", url, None
+    prefix, rest = match.group(0), url[match.end() :]
     query_at = rest.find("?")
     at = rest.rfind("@", 0, query_at if query_at >= 0 else len(rest))
     if at < 0:
-        return scheme + sep, "", rest, None
+        return prefix, "", rest, None
     user, colon, password = rest[:at].partition(":")
-    return scheme + sep, user, rest[at + 1 :], password if colon else None
+    return prefix, user, rest[at + 1 :], password if colon else None
+
+
+# A scheme and its slashes, any number of them: a URL mistyped with one slash ("postgresql:/")
+# is quoted in the message that refuses it, and must not show its password either.
+_SCHEME_PREFIX = re.compile(r"[A-Za-z][\w+.-]*:/*")
 
 
 _QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&]*")

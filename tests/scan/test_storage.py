@@ -137,6 +137,25 @@ def test_a_url_missing_its_slashes_is_refused_not_taken_for_a_file(monkeypatch, 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("url", "cause"),
+    [
+        ("postgresql:/u:Secret123@h/db", "must be followed by //"),
+        ("postgresql:u:Secret123@h/db", "must be followed by //"),
+        ("postgresql//u:Secret123@h/db", r"'postgresql//' lacks its ':' \(postgresql://\)"),
+        ("Postgres//u:Secret123@h/db", "lacks its ':'"),
+    ],
+)
+def test_a_mistyped_url_keeps_its_password_out_of_the_message(monkeypatch, tmp_path, url, cause):
+    """The message quotes the URL it refuses; with its slashes mistyped, the password was
+    shown, and without its colon the URL became a journal in folders named after it."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StorageError, match=cause) as info:
+        resolve_url(url)
+    assert "Secret123" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_raw_at_sign_in_the_password_is_refused_without_showing_the_password():
     """The URL parser would end the password at its first '@', and the server's "unknown
     host" message would show the rest of it."""
