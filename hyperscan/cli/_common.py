@@ -14,12 +14,13 @@ USAGE_ERROR = 2
 storage_option = click.option(
     "--storage",
     envvar="HYPERSCAN_STORAGE",
-    help="Storage URL: a journal file path (default ./hyperscan.journal) or "
-    "postgresql://user:password@host/db. Env: HYPERSCAN_STORAGE.",
+    help="Storage: a journal file path (default ./hyperscan.journal), "
+    "postgresql://user@host/db (the password from PGPASSWORD or ~/.pgpass, not the command "
+    "line, which others may see), or sqlite:///path.db. Env: HYPERSCAN_STORAGE.",
 )
 
 study_option = click.option("--study", "name", required=True, help="Study name.")
-force_option = click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+force_option = click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 
 
 def output_file_option(description: str):

@@ -30,12 +30,20 @@ def _scan_errors():
 
 
 def _load_scan_runcard(path: Path):
-    from hyperscan.runcard import RuncardError, load_scan_runcard
+    from hyperscan.runcard import RuncardError, load_fit_runcard, load_scan_runcard
 
     try:
         return load_scan_runcard(path)
     except RuncardError as error:
-        fail(str(error))
+        try:
+            load_fit_runcard(path)
+        except RuncardError:
+            fail(str(error))
+        fail(
+            f"{path} is a fit runcard (it has no 'scan:' section): fit it with "
+            f"`hyperscan fit {path} -o OUTDIR`, or add a 'scan:' section to scan it "
+            "(studies/quickstart-scan.yml shows one)"
+        )
 
 
 @click.group()
@@ -157,6 +165,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
     default=60,
     show_default=True,
     envvar="HYPERSCAN_HEARTBEAT_INTERVAL",
+    show_envvar=True,
     help="Seconds between heartbeats.",
 )
 @click.option(
@@ -165,9 +174,13 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
     default=600,
     show_default=True,
     envvar="HYPERSCAN_GRACE_PERIOD",
-    help="Seconds without heartbeat before a trial is failed and retried.",
+    show_envvar=True,
+    help="Seconds without heartbeat before a trial is failed and retried; more than "
+    "--heartbeat-interval.",
 )
-@click.option("--quiet", is_flag=True, help="Print nothing per trial.")
+@click.option(
+    "--quiet", is_flag=True, help="No line per trial; only the closing `worker done` line."
+)
 def worker(
     name: str,
     storage: str | None,
@@ -196,6 +209,11 @@ def worker(
 
     if threads is not None and threads > MAX_THREADS:
         fail(f"--threads {threads}: at most {MAX_THREADS}")
+    if grace_period <= heartbeat_interval:
+        fail(
+            f"--grace-period ({grace_period} s) must exceed --heartbeat-interval "
+            f"({heartbeat_interval} s), or live trials would be failed as stale"
+        )
     try:
         handle = open_storage(
             storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
@@ -228,17 +246,17 @@ def worker(
         )
     except _scan_errors() as error:
         fail(str(error))
-    if not quiet:
-        why = (
-            "stopped by signal"
-            if report.stopped_by_signal
-            else "budget reached"
-            if report.budget_reached
-            else _walltime_reason(report)
-            if report.walltime_reached
-            else "limit reached"
-        )
-        click.echo(f"worker done: {report.trials} trials, {why}")
+    why = (
+        "stopped by signal"
+        if report.stopped_by_signal
+        else "budget reached"
+        if report.budget_reached
+        else _walltime_reason(report)
+        if report.walltime_reached
+        else "limit reached"
+    )
+    trials = f"{report.trials} trial" + ("" if report.trials == 1 else "s")
+    click.echo(f"worker done: {trials}, {why}")  # even with --quiet: a batch log's last word
 
 
 def _walltime_reason(report) -> str:
@@ -307,7 +325,7 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     type=click.IntRange(min=1),
     default=2,
     show_default=True,
-    help="Worker processes on this machine; they share its cores.",
+    help="Worker processes on this machine, at most one per usable core and per trial left.",
 )
 @storage_option
 @click.option("--name", help="Study name (default: the runcard's file name without .yml).")

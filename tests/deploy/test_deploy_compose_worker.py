@@ -92,7 +92,7 @@ def test_a_worker_started_as_compose_starts_it_completes_a_trial(
 
     worker = _run(deploy, services["worker"], tmp_path, postgres_url, ["--n-trials", "1"])
     assert worker.returncode == 0, worker.stderr
-    assert "trial 0:" in worker.stdout and "worker done: 1 trials" in worker.stdout
+    assert "trial 0:" in worker.stdout and "worker done: 1 trial," in worker.stdout
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = load_study(open_storage(postgres_url), STUDY)

@@ -181,7 +181,7 @@ def snapshot(url: str) -> Any:
 
 def worker_done(log: str) -> int:
     """The trial count of a worker's closing line `worker done: N trials, ...`."""
-    match = re.search(r"^worker done: (\d+) trials, (.*)$", log, flags=re.MULTILINE)
+    match = re.search(r"^worker done: (\d+) trials?, (.*)$", log, flags=re.MULTILINE)
     assert match, f"no closing line in the worker's output:\n{log}"
     return int(match.group(1))
 
@@ -419,7 +419,7 @@ def stop_with_sigterm(study: optuna.Study, worker: Worker) -> FrozenTrial:
     worker.process.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0, worker.logs()
     assert time.monotonic() - signalled < 60  # the whole fit takes minutes: it stopped mid-fit
-    assert "worker done: 1 trials, stopped by signal" in worker.out.read_text()
+    assert "worker done: 1 trial, stopped by signal" in worker.out.read_text()
     return trial
 
 
@@ -542,6 +542,27 @@ def test_a_fold_holding_out_everything_is_refused(tmp_path):
     runcard = write_card(tmp_path / "bad.yml", card)
     message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
     assert "scan.folds[0]: holds out every fitted dataset" in message
+    assert snapshot(url) is None
+
+
+@pytest.mark.parametrize("command", ["study create", "scan"])
+def test_a_fit_runcard_given_to_a_scan_command_says_so(tmp_path, command):
+    fit_card = {key: value for key, value in TINY_SCAN.items() if key != "scan"}
+    runcard = write_card(tmp_path / "fit.yml", fit_card)
+    url = str(tmp_path / "scan.journal")
+    message = assert_clean_failure(cli(*command.split(), runcard, "--storage", url))
+    assert f"{runcard} is a fit runcard (it has no 'scan:' section)" in message
+    assert f"`hyperscan fit {runcard} -o OUTDIR`" in message
+    assert snapshot(url) is None
+
+
+def test_worker_options_are_named_as_typed(tmp_path):
+    """A grace period within the heartbeat interval is refused before the storage is opened,
+    by the options' names rather than the Python arguments'."""
+    url = str(tmp_path / "scan.journal")
+    result = cli("worker", "--study", "s", "--storage", url, "--grace-period", "30")
+    message = assert_clean_failure(result)
+    assert message.startswith("error: --grace-period (30 s) must exceed --heartbeat-interval (60")
     assert snapshot(url) is None
 
 
@@ -787,6 +808,7 @@ def test_a_worker_takes_the_threads_its_study_pins(tmp_path):
     )
     assert worker.returncode == 0, worker.stdout + worker.stderr
     assert worker.stderr == ""  # the study was read before TensorFlow, which starts quietly
+    assert worker.stdout == "worker done: 1 trial, budget reached\n"  # --quiet: no trial line
     (trial,) = trials_of(url, "pinned")
     assert trial.user_attrs["fit"]["threads"] == 2
     best = tmp_path / "best.yml"
