@@ -10,6 +10,9 @@ from typing import NoReturn
 import click
 
 USAGE_ERROR = 2
+#: Exit status of a command stopped by a signal (128 + SIGINT, as shells report it), after
+#: it kept what it had: a fit's results with `interrupted: true`, a scan's best trial so far.
+INTERRUPTED = 130
 
 storage_option = click.option(
     "--storage",
@@ -23,12 +26,34 @@ study_option = click.option("--study", "name", required=True, help="Study name."
 force_option = click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 
 
+def file_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A callback for a file to write: a name, not empty and not ending in '/' (a folder
+    that does not exist yet: else `-o out/` would write a file called `out`)."""
+    if value is None:
+        return None
+    if not value:
+        raise click.BadParameter("is empty: give a file name")
+    if value.endswith(("/", os.sep)):
+        raise click.BadParameter(f"{value} ends in '/', as a folder does: give a file name")
+    return Path(value)
+
+
+def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A callback for a folder to write: not empty (which would mean the current folder)."""
+    if value is None:
+        return None
+    if not value:
+        raise click.BadParameter("is empty: give a folder name")
+    return Path(value)
+
+
 def output_file_option(description: str):
     """``-o/--output FILE``, required: the file a command writes."""
     return click.option(
         "-o",
         "--output",
-        type=click.Path(path_type=Path, dir_okay=False),
+        type=click.Path(dir_okay=False),
+        callback=file_path,
         required=True,
         help=description,
     )
@@ -62,12 +87,27 @@ def check_target(path: Path, force: bool) -> None:
         fail(problem)
 
 
+def check_not_an_input(output: Path, storage: str | None, runcard: Path | None = None) -> None:
+    """Fail when ``output`` is the study's journal or the scan runcard, which a forced or
+    always-rewritten output would replace: the storage with every study in it."""
+    from hyperscan.scan import journal_file
+
+    inputs = {"the storage's journal": journal_file(storage), "the scan runcard": runcard}
+    for what, path in inputs.items():
+        if path is not None and output.resolve() == path.resolve():
+            fail(f"{output} is {what}; give another file")
+
+
 def _target_problem(path: Path, force: bool) -> str | None:
     if os.path.lexists(path) and not force:
         return f"{path} exists; use --force to replace it"
     if os.path.lexists(path) and not (path.is_file() or path.is_dir()):
         # --force renames a new file into place: that would replace a device or a pipe
         return f"{path} is not a regular file or folder; give another path"
+    if force and path.is_dir() and os.path.ismount(path):
+        return f"{path} is a mount point, which cannot be replaced; give a folder inside it"
+    if force and path.is_dir() and not os.access(path, os.W_OK):
+        return f"cannot replace {path}: no permission to write in it (moving it needs that)"
     here = Path.cwd().resolve()
     if path.resolve() == here or path.resolve() in here.parents:
         return f"{path} is the current folder or holds it; give a new path"

@@ -10,14 +10,10 @@ from pathlib import Path
 import click
 
 from hyperscan import __version__
-from hyperscan.cli._common import check_target, fail
+from hyperscan.cli._common import INTERRUPTED, check_target, fail, folder_path
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_tensorflow
-
-#: Exit status of a fit stopped by a signal (128 + SIGINT, as shells report it); its results
-#: are written, with `interrupted: true`.
-INTERRUPTED = 130
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,7 +29,8 @@ def main() -> None:
     "--output",
     "outdir",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(),
+    callback=folder_path,
     metavar="OUTDIR",
     help="Folder for results.json, pdfs.npz, history.npz and the runcard used.",
 )
@@ -51,34 +48,23 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     Example:
       hyperscan fit studies/quickstart-fit.yml -o runs/quickstart
     """
-    from hyperscan.data import load_problem
-    from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, load_runcard
-
     try:
-        card = load_runcard(runcard)
-        if isinstance(card, ScanRuncard):
-            fail(
-                f"{runcard} is a scan runcard (it has 'scan:'): run it with "
-                f"`hyperscan scan {runcard}`, or fit one of its trials after `hyperscan export`"
-            )
-        problem = load_problem(card, source=str(runcard))
-    except RuncardError as error:
-        fail(str(error))
-    check_target(outdir, force)
-
-    try:
-        configure_tensorflow(threads=card.training.threads)
-    except ValueError as error:
-        fail(str(error))
-    from hyperscan.fit import (
-        OutputExistsError,
-        ProgressBar,
-        member_specs,
-        run_fit,
-        stop_on_signals,
-        summary,
-        write_fit,
-    )
+        card, problem = _fit_inputs(runcard)
+        check_target(outdir, force)
+        _configure_tensorflow(card.training.threads)
+        from hyperscan.fit import (
+            ProgressBar,
+            ResultsKeptError,
+            member_specs,
+            run_fit,
+            stop_on_signals,
+            summary,
+            write_fit,
+        )
+        from hyperscan.runcard import dump_runcard
+    except KeyboardInterrupt:
+        click.echo("interrupted before the fit started: nothing written", err=True)
+        sys.exit(INTERRUPTED)
 
     members = len(member_specs(card.replica_ids, card.folds))
     bar = ProgressBar(card.epochs, members, enabled=progress)
@@ -88,28 +74,57 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         bar(report)
         return stop.is_set()
 
-    try:
-        # Ctrl-C or SIGTERM: stop at the next sync and keep the fit; a second one aborts.
-        with stop_on_signals(stop, second_aborts=True):
+    # Ctrl-C or SIGTERM: stop at the next sync and keep the fit; a second one aborts, until
+    # the results are being written: then every signal waits for the write to end.
+    with stop_on_signals(stop, second_aborts=True) as hold:
+        try:
             result = run_fit(card, problem=problem, on_sync=on_sync)
-    finally:
-        bar.close()
-    try:
-        write_fit(
-            result,
-            dump_runcard(card, header=f"fitted by hyperscan {__version__}"),
-            outdir,
-            force=force,
-        )
-    except OutputExistsError as error:  # another process made it during the fit
-        fail(str(error))
-    except OSError as error:
-        fail(f"cannot write {outdir}: {error.strerror or error}")
+        finally:
+            bar.close()
+        hold()
+        try:
+            write_fit(
+                result,
+                dump_runcard(card, header=f"fitted by hyperscan {__version__}"),
+                outdir,
+                force=force,
+            )
+        except ResultsKeptError as error:
+            fail(str(error))
+        except OSError as error:
+            fail(f"cannot write {outdir}: {error.strerror or error}")
     click.echo(summary(result))
     click.echo(f"results in {outdir}/")
     if result.interrupted:
         click.echo(f"interrupted after {result.steps} of {card.epochs} epochs", err=True)
         sys.exit(INTERRUPTED)
+    if stop.is_set():
+        click.echo("interrupted after the last epoch: the fit is complete", err=True)
+        sys.exit(INTERRUPTED)
+
+
+def _configure_tensorflow(threads: int | None) -> None:
+    try:
+        configure_tensorflow(threads=threads)
+    except ValueError as error:
+        fail(str(error))
+
+
+def _fit_inputs(runcard: Path):
+    """The fit runcard and its data, or a message saying what is wrong with them."""
+    from hyperscan.data import load_problem
+    from hyperscan.runcard import RuncardError, ScanRuncard, load_runcard
+
+    try:
+        card = load_runcard(runcard)
+        if isinstance(card, ScanRuncard):
+            fail(
+                f"{runcard} is a scan runcard (it has 'scan:'): run it with "
+                f"`hyperscan scan {runcard}`, or fit one of its trials after `hyperscan export`"
+            )
+        return card, load_problem(card, source=str(runcard))
+    except RuncardError as error:
+        fail(str(error))
 
 
 for command in (study, worker, export, dashboard, scan, report, plot):

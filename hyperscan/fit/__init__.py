@@ -14,8 +14,7 @@ from hyperscan.fit._fit import (
 from hyperscan.fit._members import MemberSpec, build_members, member_specs
 from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
 from hyperscan.fit._output import (
-    OutputExistsError,
-    check_output_dir,
+    ResultsKeptError,
     results_document,
     summary,
     write_fit,
@@ -42,7 +41,7 @@ __all__ = [
     "STOPPED",
     "FitResult",
     "MemberSpec",
-    "OutputExistsError",
+    "ResultsKeptError",
     "ProgressBar",
     "SyncReport",
     "Trainer",
@@ -50,7 +49,6 @@ __all__ = [
     "TrainingOutcome",
     "build_ensemble",
     "build_members",
-    "check_output_dir",
     "make_optimizer",
     "member_specs",
     "output_xgrid",

@@ -21,13 +21,13 @@ HISTORY_FILE = "history.npz"
 RUNCARD_FILE = "runcard.yml"
 
 
-class OutputExistsError(Exception):
-    """The output folder exists and overwriting was not asked for."""
+class ResultsKeptError(Exception):
+    """The results were written but could not be moved to their folder: they are kept where
+    they were written, since a fit may have taken hours."""
 
-
-def check_output_dir(outdir: Path, force: bool) -> None:
-    if outdir.exists() and not force:
-        raise OutputExistsError(f"{outdir} exists; use --force to replace it")
+    def __init__(self, kept: Path, outdir: Path, why: str) -> None:
+        self.kept = kept
+        super().__init__(f"cannot move the results into {outdir}: {why}; they are kept in {kept}")
 
 
 def _finite_or_none(value: float) -> float | None:
@@ -71,9 +71,13 @@ def _redrawn(result: FitResult, member: int) -> bool:
 
 
 def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = False) -> None:
-    """Write into a temporary sibling folder, then move it into place."""
+    """Write into a temporary sibling folder, then move it into place.
+
+    The caller checks `outdir` before the fit; should it still not take the results (made by
+    another process meanwhile, or not movable), they stay in the temporary folder, which
+    `ResultsKeptError` names.
+    """
     outdir = Path(outdir)
-    check_output_dir(outdir, force)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
     umask = os.umask(0)
@@ -101,16 +105,35 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
             chi2_per_point=np.array([r.chi2_per_point for r in result.history]),
             status=np.array([r.status for r in result.history]),
         )
-        if outdir.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old.", dir=outdir.parent))
-            os.rename(outdir, retired / outdir.name)
-            os.rename(staging, outdir)
-            shutil.rmtree(retired)
-        else:
-            os.rename(staging, outdir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    if outdir.exists() and not force:
+        raise ResultsKeptError(staging, outdir, "it was made while the fit ran")
+    try:
+        _move_into_place(staging, outdir)
+    except OSError as error:
+        raise ResultsKeptError(staging, outdir, error.strerror or str(error)) from error
+
+
+def _move_into_place(staging: Path, outdir: Path) -> None:
+    """Rename the finished folder to `outdir`; a folder there is replaced, or left as it was."""
+    if not outdir.exists():
+        os.rename(staging, outdir)
+        return
+    retired = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.old.", dir=outdir.parent))
+    try:
+        os.rename(outdir, retired / outdir.name)
+    except OSError:
+        retired.rmdir()
+        raise
+    try:
+        os.rename(staging, outdir)
+    except OSError:
+        os.rename(retired / outdir.name, outdir)
+        retired.rmdir()
+        raise
+    shutil.rmtree(retired)
 
 
 def summary(result: FitResult) -> str:

@@ -211,3 +211,19 @@ def test_force_never_replaces_a_device_or_a_pipe(tmp_path, capsys):
         assert exited.value.code == 2
         assert "is not a regular file or folder" in capsys.readouterr().err
     assert stat.S_ISFIFO(pipe.lstat().st_mode)
+
+
+def test_ctrl_c_before_the_fit_starts_exits_130_with_nothing_written(tmp_path, monkeypatch):
+    """Reading the data and importing TensorFlow take seconds: Ctrl-C then is an interruption
+    (130), not click's "Aborted!" with status 1."""
+    from hyperscan.cli import _main
+
+    def interrupted(runcard):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_main, "_fit_inputs", interrupted)
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 130, result.output
+    assert "interrupted before the fit started: nothing written" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fit.yml"]

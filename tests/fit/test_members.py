@@ -169,3 +169,17 @@ def test_signals_stop_the_fit_and_a_second_aborts_only_when_asked(second_aborts)
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)  # still handled: a worker ends its trial at the next sync
     assert signal.getsignal(signal.SIGINT) is before  # restored
+
+
+def test_held_signals_only_ask_to_stop():
+    """While the results are written (after `hold`), no signal may cut the write short: even
+    a second Ctrl-C, or SIGTERM's default exit, only sets `stop`."""
+    stop = threading.Event()
+    with stop_on_signals(stop, second_aborts=True) as hold:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        hold()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            os.kill(os.getpid(), sig)
+            time.sleep(0.05)
+        assert stop.is_set()
