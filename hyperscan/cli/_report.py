@@ -7,8 +7,10 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    check_not_an_input,
     check_target,
     fail,
+    folder_path,
     force_option,
     output_file_option,
     quiet_optuna,
@@ -41,6 +43,7 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
       hyperscan report --study quickstart-scan -o quickstart-report.html
     """
     check_target(output, force)
+    check_not_an_input(output, storage)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically
@@ -62,7 +65,8 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     "-o",
     "--output",
     "outdir",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=click.Path(file_okay=False),
+    callback=folder_path,
     required=True,
     help="Folder for the PNG files (created; files of the same name are replaced).",
 )
@@ -83,5 +87,6 @@ def plot(fitdir: Path, outdir: Path) -> None:
     except FitPlotError as error:
         fail(str(error))
     except OSError as error:
-        fail(f"cannot write the plots into {outdir}: {error.strerror or error}")
+        where = error.filename or outdir
+        fail(f"cannot write the plots into {outdir}: {where}: {error.strerror or error}")
     click.echo(f"{len(written)} plots written to {outdir}/")

@@ -6,12 +6,16 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from hyperscan.cli._common import (
+    INTERRUPTED,
+    check_not_an_input,
     check_target,
     fail,
+    file_path,
     force_option,
     output_file_option,
     quiet_optuna,
@@ -259,6 +263,11 @@ def worker(
     click.echo(f"worker done: {trials}, {why}")  # even with --quiet: a batch log's last word
 
 
+def _interrupted(message: str) -> NoReturn:
+    click.echo(f"interrupted: {message}", err=True)
+    sys.exit(INTERRUPTED)
+
+
 def _walltime_reason(report) -> str:
     expected = report.expected_trial_s
     trial = "a trial" if expected is None else f"a trial (~{expected:.0f} s)"
@@ -273,6 +282,7 @@ def _walltime_reason(report) -> str:
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
     check_target(output, force)
+    check_not_an_input(output, storage)
     quiet_optuna()
     from hyperscan.scan import export_best, open_storage, open_study, write_atomically
 
@@ -332,7 +342,8 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=file_path,
     help="Best runcard to write, replaced by each run of the study (default: NAME-best.yml).",
 )
 def scan(
@@ -369,6 +380,7 @@ def scan(
     name = name or runcard.stem
     output = output or default_output(name)
     check_target(output, force=True)  # rewritten as the study grows: see --output
+    check_not_an_input(output, storage, runcard)
     try:
         problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)
@@ -385,14 +397,18 @@ def scan(
         + ("" if left > 0 else " (budget already spent)")
     )
     processes = start_workers(name, storage, workers, card.training.threads) if workers else []
-    codes = supervise(processes, setup.study, click.echo) if processes else []
+    codes, interrupted = supervise(processes, setup.study, click.echo) if processes else ([], False)
     click.echo(f"trials: {counts_line(setup.study)}")
     try:
         trial, text = export_best(setup)
         write_atomically(output, text, force=True)
     except _scan_errors() as error:
+        if interrupted:
+            _interrupted(f"{error}; the same command resumes the study")
         fail(str(error))
     click.echo(f"best: trial {trial.number}, value {trial.value:.6g} → {output}")
+    if interrupted:
+        _interrupted("the best trial so far is exported; the same command resumes the study")
     if any(codes):
         click.echo(f"error: worker exit codes {codes}", err=True)
         sys.exit(1)

@@ -15,6 +15,8 @@ positivity; members excluded are counted in the figures.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -522,5 +524,28 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     written = [outdir / name for name in images]
     for path in written:
-        path.write_bytes(images[path.name])
+        if os.path.lexists(path) and not path.is_file():
+            raise FitPlotError(f"{path} exists and is not a file: the plot cannot replace it")
+    # Each file is written in full beside its place, then all are renamed into place: a full
+    # disk leaves the plots as they were, not a mix of old, new and truncated ones.
+    staged: list[Path] = []
+    try:
+        for path in written:
+            handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=outdir)
+            staged.append(Path(name))
+            with os.fdopen(handle, "wb") as file:
+                file.write(images[path.name])
+            os.chmod(name, 0o666 & ~_umask())
+    except BaseException:
+        for name in staged:
+            name.unlink(missing_ok=True)
+        raise
+    for name, path in zip(staged, written, strict=True):
+        os.replace(name, path)
     return written
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -54,26 +54,39 @@ def supervise(
     processes: list[subprocess.Popen],
     study: optuna.Study,
     echo: Callable[[str], None],
-) -> list[int]:
-    """Print each trial as it finishes until every worker exits; Ctrl-C stops them cleanly."""
+) -> tuple[list[int], bool]:
+    """Print each trial as it finishes until every worker exits.
+
+    Ctrl-C or SIGTERM (a batch system's) stops the workers cleanly: their running trials end
+    at the next sync and are re-queued. Returns the workers' exit codes and whether they were
+    stopped so.
+    """
     shown: set[int] = set()
     stopping = False
-    while True:
-        try:
-            for trial in study.get_trials(deepcopy=False):
-                if trial.state.is_finished() and trial.number not in shown:
-                    shown.add(trial.number)
-                    echo(trial_line(trial))
-            if all(p.poll() is not None for p in processes):
-                return [p.returncode for p in processes]
-            time.sleep(POLL_SECONDS)
-        except KeyboardInterrupt:
-            if not stopping:
-                echo("stopping: the running trials end at their next sync and are re-queued")
-                stopping = True
-                for process in processes:
-                    if process.poll() is None:
-                        process.send_signal(signal.SIGTERM)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        while True:
+            try:
+                for trial in study.get_trials(deepcopy=False):
+                    if trial.state.is_finished() and trial.number not in shown:
+                        shown.add(trial.number)
+                        echo(trial_line(trial))
+                if all(p.poll() is not None for p in processes):
+                    return [p.returncode for p in processes], stopping
+                time.sleep(POLL_SECONDS)
+            except KeyboardInterrupt:
+                if not stopping:
+                    echo("stopping: the running trials end at their next sync and are re-queued")
+                    stopping = True
+                    for process in processes:
+                        if process.poll() is None:
+                            process.send_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def counts_line(study: optuna.Study) -> str:

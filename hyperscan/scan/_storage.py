@@ -23,6 +23,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
@@ -138,6 +139,16 @@ def resolve_url(url: str | None) -> str:
     if scheme == "sqlite":
         return url
     raise StorageError(f"unsupported storage URL scheme {scheme!r}; use {_ACCEPTED}", url)
+
+
+def journal_file(url: str | None) -> Path | None:
+    """The journal file a storage argument names; None for a database or a URL that
+    `open_storage` will refuse anyway."""
+    try:
+        url = resolve_url(url)
+    except StorageError:
+        return None
+    return Path(_journal_path(url)) if url.startswith(JOURNAL_PREFIX) else None
 
 
 def _journal_url(path: str) -> str:

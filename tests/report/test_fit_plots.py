@@ -219,3 +219,23 @@ def test_damaged_files_are_messages_and_leave_no_half_set_of_plots(fitdir, tmp_p
         assert result.exit_code == 2, (folder.name, result.output)
         assert said in result.output and "Traceback" not in result.output
         assert not plots.exists()
+
+
+def test_a_plot_that_cannot_be_written_leaves_the_others_as_they_were(fitdir, tmp_path):
+    """A folder in the way of one PNG: a message naming it, and no file of the set changed."""
+    outdir = tmp_path / "plots"
+    outdir.mkdir()
+    (outdir / "training_history.png").write_bytes(b"old")
+    (outdir / "pdfs_physical.png").mkdir()
+    result = CliRunner().invoke(main, ["plot", str(fitdir), "-o", str(outdir)])
+    assert result.exit_code == 2, result.output
+    assert f"{outdir / 'pdfs_physical.png'} exists and is not a file" in result.output
+    assert sorted(p.name for p in outdir.iterdir()) == ["pdfs_physical.png", "training_history.png"]
+    assert (outdir / "training_history.png").read_bytes() == b"old"
+
+
+def test_an_empty_output_is_refused_not_the_current_folder(fitdir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["plot", str(fitdir), "-o", ""])
+    assert result.exit_code == 2 and "is empty: give a folder name" in result.output
+    assert list(tmp_path.iterdir()) == []

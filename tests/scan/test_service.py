@@ -545,6 +545,60 @@ def test_a_fold_holding_out_everything_is_refused(tmp_path):
     assert snapshot(url) is None
 
 
+def test_outputs_never_replace_the_inputs(tmp_path):
+    """`scan -o` always rewrites its file and `--force` replaces one: neither may take the
+    scan runcard or the journal holding every study; a trailing '/' names no file."""
+    url = str(tmp_path / "scan.journal")
+    runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
+    create(runcard, url, "s")
+    before = (runcard.read_bytes(), snapshot(url))
+    for args, said in (
+        (["scan", runcard, "-o", runcard], "is the scan runcard"),
+        (["scan", runcard, "-o", url], "is the storage's journal"),
+        (["export", "--study", "s", "-o", url, "--force"], "is the storage's journal"),
+        (["report", "--study", "s", "-o", url, "--force"], "is the storage's journal"),
+    ):
+        message = assert_clean_failure(cli(*args, "--storage", url))
+        assert said in message
+    assert (runcard.read_bytes(), snapshot(url)) == before
+    folder = cli("export", "--study", "s", "--storage", url, "-o", f"{tmp_path}/new/")
+    assert folder.exit_code == 2 and "ends in '/', as a folder does" in folder.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.journal", "scan.yml"]
+
+
+def test_a_stopped_scan_says_so_in_its_exit_status(tmp_path):
+    """SIGTERM to `hyperscan scan` (a batch system's) stops its workers as Ctrl-C does, and
+    the scan exits 130 rather than report the missing best trial as the user's mistake."""
+    write_card(tmp_path / "long.yml", long_card(epochs=200_000))
+    url = str(tmp_path / "hyperscan.journal")
+    scan = subprocess.Popen(
+        [sys.executable, "-m", "hyperscan", "scan", "long.yml", "--workers", "1"],
+        cwd=tmp_path,
+        env=os.environ | WORKER_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: _reported(url, "long"), timeout=180, what="the first trial's report")
+        scan.send_signal(signal.SIGTERM)
+        stdout, stderr = scan.communicate(timeout=120)
+    finally:
+        scan.kill()
+    assert scan.returncode == 130, stdout + stderr
+    assert "stopping: the running trials end at their next sync" in stdout
+    assert stderr.startswith("interrupted: study 'long' has no complete trial yet")
+    assert "the same command resumes the study" in stderr and "Traceback" not in stderr
+    assert [t.state for t in trials_of(url, "long")] == [TrialState.FAIL, TrialState.WAITING]
+
+
+def _reported(url: str, name: str) -> bool:
+    """Whether a trial of the study has reported (the study may not exist yet)."""
+    if not os.path.exists(url) or name not in study_names(open_storage(url)):
+        return False
+    return any(t.intermediate_values for t in trials_of(url, name))
+
+
 @pytest.mark.parametrize("command", ["study create", "scan"])
 def test_a_fit_runcard_given_to_a_scan_command_says_so(tmp_path, command):
     fit_card = {key: value for key, value in TINY_SCAN.items() if key != "scan"}
