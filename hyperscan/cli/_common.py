@@ -26,11 +26,14 @@ study_option = click.option("--study", "name", required=True, help="Study name."
 force_option = click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 
 
-def file_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+def file_path(
+    ctx: click.Context, param: click.Parameter, value: str | os.PathLike | None
+) -> Path | None:
     """A callback for a file to write: a name, not empty and not ending in '/' (a folder
     that does not exist yet: else `-o out/` would write a file called `out`)."""
     if value is None:
         return None
+    value = os.fspath(value)
     if not value:
         raise click.BadParameter("is empty: give a file name")
     if value.endswith(("/", os.sep)):
@@ -38,11 +41,13 @@ def file_path(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return Path(value)
 
 
-def folder_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+def folder_path(
+    ctx: click.Context, param: click.Parameter, value: str | os.PathLike | None
+) -> Path | None:
     """A callback for a folder to write: not empty (which would mean the current folder)."""
     if value is None:
         return None
-    if not value:
+    if not os.fspath(value):
         raise click.BadParameter("is empty: give a folder name")
     return Path(value)
 
