@@ -136,7 +136,12 @@ def load_theory(kit: Path) -> dict:
     path = kit / THEORY_CARD
     if not path.is_file():
         raise UsageError(f"theory card {path} not found (use --kit DIR)")
-    card = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        card = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise UsageError(f"theory card {path} is not readable YAML: {error}") from None
+    if not isinstance(card, dict):
+        raise UsageError(f"theory card {path} is not a mapping of theory parameters")
     for key, value in THEORY_DEFAULTS.items():
         card.setdefault(key, copy.deepcopy(value))
     return card

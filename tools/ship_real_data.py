@@ -62,11 +62,15 @@ def differences(ours: dict[str, np.ndarray], kit: np.lib.npyio.NpzFile) -> list[
 
 
 def main(kit: Path, out: Path) -> int:
+    sources = sorted(kit.glob("*.npz"))
+    if not sources:
+        print(f"error: no kit files (*.npz) in {kit}; give the kit's folder", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     print(f"commondata from nnpdf-data {nnpdf_data_version()}, FK tables from {kit}")
     total, failed = 0, []
     with tempfile.TemporaryDirectory() as cache:
-        for src in sorted(kit.glob("*.npz")):
+        for src in sources:
             z = np.load(src)
             name, variant = str(z["dataset"]), str(z["variant"]) or None
             data = read_commondata(name, variant, cache_dir=cache)

@@ -162,6 +162,27 @@ def test_missing_theory_card_is_a_usage_error(tmp_path: Path):
         bfk.load_theory(tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("text", "said"), [("PTO: [1\n", "is not readable YAML"), ("- a\n", "is not a mapping")]
+)
+def test_a_damaged_theory_card_is_a_usage_error(tmp_path: Path, text: str, said: str):
+    (tmp_path / bfk.THEORY_CARD).write_text(text, encoding="utf-8")
+    with pytest.raises(bfk.UsageError, match=said):
+        bfk.load_theory(tmp_path)
+
+
+def test_shipping_from_a_folder_without_kit_files_fails_and_writes_nothing(tmp_path: Path):
+    """A mistyped kit folder shipped nothing and exited 0, as if all had gone well."""
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "ship_real_data.py"), str(tmp_path), "--out", out],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "no kit files (*.npz) in" in run.stderr
+    assert not out.exists()
+
+
 def test_operator_card_for_hera_cc_em(kit: Path):
     data = bfk.load_dataset(CC_EM, kit)
     card = bfk.expected_operator_card(data, bfk.load_theory(kit))
