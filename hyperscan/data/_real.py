@@ -112,7 +112,7 @@ def load_real_dataset(
     folder = REAL_DATA_DIR if data_dir is None else Path(data_dir)
     path = folder / f"{name}.npz"
     if not path.is_file():
-        raise FileNotFoundError(
+        raise RealDataError(
             f"FK file of {name} is missing: {path} (reinstall hyperscan, or rebuild the folder "
             "with tools/ship_real_data.py)"
         )
@@ -174,6 +174,9 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
     for key in ("fk", "xgrid", "central", "stat", "sys"):
         if not np.all(np.isfinite(a[key])):
             raise _corrupt(path, f"{key} has non-finite entries")
+    x, q2 = a["kinematics"][:, 0], a["kinematics"][:, 1]  # the cuts' inputs (y may be NaN)
+    if not np.all((x > 0) & (x < 1) & (q2 > 0)):
+        raise _corrupt(path, "kinematics outside 0 < x < 1, Q2 > 0")
     fk = np.zeros((n, len(FK_BASIS), n_x))
     fk[:, rows] = a["fk"]
     return RealDataset(

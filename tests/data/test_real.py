@@ -18,7 +18,12 @@ from hyperscan.data import (
     toy_pdf,
 )
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
-from hyperscan.data._real import REAL_DATA_DIR, experimental_covariance, real_problem
+from hyperscan.data._real import (
+    REAL_DATA_DIR,
+    _cached,
+    experimental_covariance,
+    real_problem,
+)
 from hyperscan.runcard import RuncardError, parse_fit_runcard
 
 HERA = sorted(n for n in REAL_DATASETS if n.startswith("HERA"))
@@ -166,11 +171,29 @@ def test_missing_variant() -> None:
         load_real_dataset("BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA", None)
 
 
-def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(
-        FileNotFoundError, match=r"FK file of HERA_CC_318GEV_EP-SIGMARED is missing"
-    ):
+def test_missing_file(tmp_path: Path, monkeypatch) -> None:
+    """A message at the runcard's key, as every data problem is, not a traceback."""
+    with pytest.raises(ValueError, match=r"FK file of HERA_CC_318GEV_EP-SIGMARED is missing"):
         load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", data_dir=tmp_path)
+    monkeypatch.setattr("hyperscan.data._real.REAL_DATA_DIR", tmp_path)
+    card = parse_fit_runcard("data: {real: {datasets: [{dataset: HERA_CC_318GEV_EP-SIGMARED}]}}\n")
+    _cached.cache_clear()  # datasets read by other tests are kept
+    try:
+        with pytest.raises(RuncardError, match=r"data\.real: FK file of HERA_CC_318GEV_EP-"):
+            load_problem(card)
+    finally:
+        _cached.cache_clear()
+
+
+def test_kinematics_out_of_range_are_corruption(tmp_path: Path) -> None:
+    """x = 0 would make W² infinite and let every point through the cuts."""
+    name = "HERA_CC_318GEV_EP-SIGMARED"
+    with np.load(REAL_DATA_DIR / f"{name}.npz") as archive:
+        arrays = dict(archive)
+    arrays["kinematics"][3, 0] = 0.0
+    np.savez(tmp_path / f"{name}.npz", **arrays)
+    with pytest.raises(ValueError, match=r"kinematics outside 0 < x < 1, Q2 > 0"):
+        load_real_dataset(name, data_dir=tmp_path)
 
 
 def test_corrupt_file(tmp_path: Path) -> None:
