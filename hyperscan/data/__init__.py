@@ -17,7 +17,7 @@ from ._flavours import (
     flavour_combination,
     toy_pdf,
 )
-from ._from_runcard import empty_folds, load_problem, unknown_names
+from ._from_runcard import empty_folds, load_problem, unknown_names, untrained_members
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
@@ -45,4 +45,5 @@ __all__ = [
     "toy_pdf",
     "training_mask",
     "unknown_names",
+    "untrained_members",
 ]

@@ -14,6 +14,7 @@ from hyperscan.runcard import FitRuncard, RuncardError
 from ._closure import closure_problem
 from ._problem import Problem
 from ._real import real_problem
+from ._replicas import training_mask
 
 
 def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
@@ -42,7 +43,54 @@ def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
     empty = empty_folds(runcard.folds, problem, "folds")
     if empty:
         raise RuncardError(empty, source=source)
+    untrained = untrained_members(
+        problem,
+        runcard.replica_ids,
+        runcard.folds,
+        runcard.seeds.split,
+        runcard.data.training_fraction,
+    )
+    if untrained:
+        raise RuncardError(untrained, source=source)
     return problem
+
+
+def untrained_members(
+    problem: Problem,
+    replicas: Sequence[int],
+    folds: Sequence[Sequence[str]],
+    seed: int,
+    fraction: float,
+) -> list[tuple[str, str]]:
+    """``data.training_fraction`` problems: members whose split leaves them no training point.
+
+    Such a member would take no gradient and end as a veto, for a reason no message would
+    tell. Only a fraction that gives every fitted dataset less than one point can do it, so
+    only then are the members' splits drawn.
+    """
+    members = []
+    for k, held_out in enumerate([set(fold) for fold in folds] or [set()]):
+        fitted = [
+            (dataset, block)
+            for dataset, block in zip(problem.datasets, problem.dataset_slices(), strict=True)
+            if dataset.name not in held_out
+        ]
+        if any(int(fraction * dataset.n_data) >= 1 for dataset, _ in fitted):
+            continue
+        for replica in replicas:
+            mask = training_mask(problem, replica, seed, fraction)
+            if not any(mask[block].any() for _, block in fitted):
+                members.append(f"replica {replica}" + (f" of fold {k}" if folds else ""))
+    if not members:
+        return []
+    named = ", ".join(members[:3]) + (f" and {len(members) - 3} more" if len(members) > 3 else "")
+    return [
+        (
+            "data.training_fraction",
+            f"{fraction} leaves {named} no training point (a dataset trains floor(fraction x "
+            "its points), or one point with that probability when this is 0): raise it",
+        )
+    ]
 
 
 def empty_folds(

@@ -10,7 +10,7 @@ import optuna
 from optuna.storages import BaseStorage
 
 from hyperscan import __version__
-from hyperscan.data import Problem, empty_folds, load_problem, unknown_names
+from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
 from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
 from hyperscan.scan._storage import load_study, storage_url, study_names
 
@@ -47,6 +47,11 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
     problems = unknown_names(folds, problem)
     if not problems:  # names all known: a fold must leave something to train on
         problems += empty_folds(runcard.scan.folds, problem, "scan.folds")
+    if not problems and runcard.scan.folds:  # load_problem checked the members without folds
+        split, fraction = runcard.seeds.split, runcard.data.training_fraction
+        problems += untrained_members(
+            problem, runcard.replica_ids, runcard.scan.folds, split, fraction
+        )
     if runcard.scan.objective.chi2 == "validation" and runcard.data.training_fraction >= 1:
         problems.append(
             (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hyperscan.data import replica_data, training_mask
+from hyperscan.data import replica_data, training_mask, untrained_members
 
 
 def test_replica_data_is_per_replica_reproducible(closure):
@@ -101,3 +101,27 @@ def test_bad_arguments(closure):
     for fraction in (0.0, 1.01, -0.2):
         with pytest.raises(ValueError):
             training_mask(p, 0, 0, fraction)
+
+
+def test_members_left_without_training_points_are_named(closure):
+    """Below one point per dataset, a member trains only on the points its draws give it,
+    perhaps none: it would take no gradient and end vetoed, for no reason a message gave."""
+    p = closure("tiny")  # datasets of 14–18 points
+    fraction = 0.05
+    expected = [
+        r
+        for r in range(1, 41)
+        if not any(training_mask(p, r, 2, fraction)[s].any() for s in p.dataset_slices())
+    ]
+    assert 0 < len(expected) < 40  # some draw a point, some do not
+    ((key, message),) = untrained_members(p, range(1, 41), [], 2, fraction)
+    assert key == "data.training_fraction"
+    named = ", ".join(f"replica {r}" for r in expected[:3])
+    assert message.startswith(f"0.05 leaves {named} and {len(expected) - 3} more no training")
+    assert untrained_members(p, range(1, 41), [], 2, 0.1) == []  # 1 point per dataset
+    # A fold holding out all but one dataset: only that dataset's draw counts.
+    folds = [[d.name for d in p.datasets[1:]]]
+    kept = p.dataset_slices()[0]
+    alone = [r for r in range(1, 41) if not training_mask(p, r, 2, fraction)[kept].any()]
+    ((_, message),) = untrained_members(p, range(1, 41), folds, 2, fraction)
+    assert f"replica {alone[0]} of fold 0" in message and f"{len(alone) - 3} more" in message

@@ -620,6 +620,17 @@ def test_worker_options_are_named_as_typed(tmp_path):
     assert snapshot(url) is None
 
 
+def test_a_split_leaving_members_nothing_to_train_on_is_refused(tmp_path):
+    """As a fold holding out everything is: for the scan's members, folds and all."""
+    names = ["TOY_HERA_NC_F2P", "TOY_HERA_CC_F2WP", "TOY_NUTEV_XF3WP", "TOY_GLUON"]
+    card = scan_card(scan={"folds": [names[:2], names[2:]]}, data={"training_fraction": 0.05})
+    runcard = write_card(tmp_path / "bad.yml", card)
+    url = str(tmp_path / "scan.journal")
+    message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+    assert "data.training_fraction: 0.05 leaves replica" in message
+    assert snapshot(url) is None
+
+
 def test_unknown_study_lists_existing_ones(url, tmp_path):
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "alpha")
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "beta")
