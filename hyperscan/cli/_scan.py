@@ -300,7 +300,8 @@ def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="Address to bind; the dashboard has no authentication and can delete studies.",
+    help="IPv4 address or host name to bind; the dashboard has no authentication and can "
+    "delete studies.",
 )
 @click.option(
     "--port",

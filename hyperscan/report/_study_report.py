@@ -37,7 +37,7 @@ from hyperscan.report._style import (
     wants_log,
 )
 from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import state_counts, trashed
+from hyperscan.scan import retries, state_counts, trashed
 from hyperscan.scan._study import RUNCARD_ATTR
 
 __all__ = ["ReportError", "study_report"]
@@ -475,7 +475,8 @@ def throughput_figure(trials: _Trials, now: datetime.datetime) -> Figure | None:
     top.invert_yaxis()
     top.grid(axis="y", alpha=0)
     top.set_title("Trials per worker over time (colour: state)", loc="left")
-    finished = [t for t in timed if t.datetime_complete is not None]
+    # Finished as the budget counts them: a failed trial is retried, not finished.
+    finished = [t for t in timed if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     total = sorted(at(t.datetime_complete) for t in finished)
     if total:
         bottom.step([0.0] + total, range(len(total) + 1), where="post", color="k", lw=2,
@@ -598,6 +599,7 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
 
 def _apart_rows(trials: _Trials) -> list[list[Any]]:
     rows: list[list[Any]] = []
+    retried = retries(trials.all)
     for trial in sorted(trials.trashed + trials.pruned + trials.failed, key=lambda t: t.number):
         kind = _kind(trial)
         if kind == "trashed":
@@ -609,10 +611,20 @@ def _apart_rows(trials: _Trials) -> list[list[Any]]:
                 if last
                 else "stopped by the pruner"
             )
+        elif trial.number in retried:
+            retry, lost = retried[trial.number]
+            worker = "lost (it died or lost the storage)" if lost else "stopped"
+            reason = f"its worker was {worker}; re-queued as trial {retry}"
         else:
-            reason = trial.system_attrs.get("fail_reason", "failed (no reason recorded)")
+            reason = "failed, not re-queued (its worker stopped, died or met an error: its log)"
         rows.append([trial.number, kind, trial.user_attrs.get("worker", ""), reason])
     return rows
+
+
+def _real_sets(card: ScanRuncard) -> int:
+    """The real datasets fitted: those of ``data.datasets`` when it selects some."""
+    selected = card.data.datasets
+    return len(card.data.real.datasets) if selected == "all" else len(selected)
 
 
 def _summary_rows(
@@ -642,7 +654,7 @@ def _summary_rows(
                 + (
                     f", closure data {card.data.closure.size} (level {card.data.closure.level}), "
                     if card.data.closure is not None
-                    else f", real DIS data ({len(card.data.real.datasets)} sets), "
+                    else f", real DIS data ({_real_sets(card)} sets), "
                 )
                 + f"at most {card.epochs} epochs",
             ),

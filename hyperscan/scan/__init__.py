@@ -19,7 +19,7 @@ from hyperscan.scan._local import (
 )
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
-from hyperscan.scan._status import finished_trials, state_counts, status_text
+from hyperscan.scan._status import finished_trials, retries, state_counts, status_text
 from hyperscan.scan._storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
@@ -86,6 +86,7 @@ __all__ = [
     "open_study",
     "redact",
     "replica_statistic",
+    "retries",
     "resolve_url",
     "storage_url",
     "run_worker",

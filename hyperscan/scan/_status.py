@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections import Counter
+from collections.abc import Sequence
 
 import optuna
 from optuna.trial import TrialState
@@ -71,19 +72,29 @@ def status_text(setup: StudySetup) -> str:
     if bad:
         lines.append("trashed:")
         lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad)
-    retried = [line for line in map(_retry, trials) if line]
+    retried = retries(trials)
     if retried:
-        lines.append("retried: " + ", ".join(retried))
+        lines.append(
+            "retried: "
+            + ", ".join(
+                f"{failed} → {retry}" + (" (worker lost)" if lost else "")
+                for failed, (retry, lost) in retried.items()
+            )
+        )
     return "\n".join(lines)
 
 
-def _retry(trial: optuna.trial.FrozenTrial) -> str | None:
-    """'a → b' for a trial a queued again as b; "worker lost" when its worker died or lost
-    the storage, not when it was told to stop."""
-    stopped = trial.user_attrs.get(RETRY_OF_ATTR)
-    # Optuna's re-queue of a trial its worker lost: copies the user attributes (so also an
-    # older retry_of) and appends the failed trial to retry_history.
-    history = trial.system_attrs.get("retry_history", [])
-    if history and (stopped is None or history[-1] > stopped):
-        return f"{history[-1]} → {trial.number} (worker lost)"
-    return None if stopped is None else f"{stopped} → {trial.number}"
+def retries(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, tuple[int, bool]]:
+    """Each failed trial queued again: the number of its retry, and whether its worker was
+    lost (died, or lost the storage) rather than told to stop."""
+    found = {}
+    for trial in trials:
+        stopped = trial.user_attrs.get(RETRY_OF_ATTR)
+        # Optuna's re-queue of a trial its worker lost: copies the user attributes (so also an
+        # older retry_of) and appends the failed trial to retry_history.
+        history = trial.system_attrs.get("retry_history", [])
+        if history and (stopped is None or history[-1] > stopped):
+            found[history[-1]] = (trial.number, True)
+        elif stopped is not None:
+            found[stopped] = (trial.number, False)
+    return found

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import io
 import re
 from html.parser import HTMLParser
@@ -17,6 +18,9 @@ from optuna.trial import TrialState
 from PIL import Image
 
 from hyperscan.cli import main
+from hyperscan.report._study_report import _real_sets, _Trials, study_report, throughput_figure
+from hyperscan.runcard import parse_scan_runcard
+from hyperscan.scan import load_study, open_storage
 
 
 class _Tags(HTMLParser):
@@ -160,3 +164,32 @@ def test_user_mistakes_exit_2(scan_storage, tmp_path):
     unknown = _report(scan_storage, "nope", tmp_path / "other.html")
     assert unknown.exit_code == 2
     assert "no study named 'nope'" in unknown.output and "synthetic" in unknown.output
+
+
+def test_failed_trials_say_why_and_do_not_count_as_finished(tmp_path):
+    """A trial whose worker stopped is failed and queued again: the report says so, as
+    `study status` does, and its throughput counts the trials the budget counts."""
+    storage = build_study(
+        tmp_path / "h.journal", "f", [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL]
+    )
+    study = load_study(open_storage(storage), "f")
+    study.enqueue_trial({}, user_attrs={"retry_of": 1})
+    text = study_report(study, storage)
+    assert "its worker was stopped; re-queued as trial 3" in text
+    assert "failed, not re-queued (its worker stopped, died or met an error" in text
+    figure = throughput_figure(_Trials(study.get_trials()), datetime.datetime.now())
+    (finished,) = [line for line in figure.axes[1].get_lines() if line.get_label() == "all workers"]
+    assert list(finished.get_ydata()) == [0, 1]  # the complete trial, not the failed ones
+
+
+def test_real_data_counts_the_selected_sets():
+    text = (
+        "data: {real: {}, datasets: [NMC_NC_NOTFIXED_P_EM-F2-HEPDATA, "
+        "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA]}\n"
+        "scan: {space: {activation: [tanh]}}\n"
+    )
+    assert _real_sets(parse_scan_runcard(text)) == 2
+    assert (
+        _real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
+        == 7
+    )
