@@ -185,6 +185,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
 @click.option(
     "--quiet", is_flag=True, help="No line per trial; only the closing `worker done` line."
 )
+@click.option("--sampler-salt", type=int, hidden=True)  # `hyperscan scan` numbers its workers
 def worker(
     name: str,
     storage: str | None,
@@ -196,6 +197,7 @@ def worker(
     heartbeat_interval: int,
     grace_period: int,
     quiet: bool,
+    sampler_salt: int | None,
 ) -> None:
     """Take trials of a study until its budget is spent (needs only the name and storage).
 
@@ -247,6 +249,7 @@ def worker(
             stop_after=None if stop_after is None else stop_after - (time.monotonic() - started),
             on_trial=show,
             setup=setup,
+            sampler_salt=sampler_salt,
         )
     except _scan_errors() as error:
         fail(str(error))

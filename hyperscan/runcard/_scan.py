@@ -309,6 +309,10 @@ def _fixed_reason(path: str) -> str | None:
         return "search the hidden layers with 'scan.space.layers' and 'scan.space.units'"
     if path == "architecture.activations":
         return "search the activation with 'scan.space.activation'"
+    if path == "training.threads":
+        return "a worker runs every trial with its own threads (--threads, else this setting)"
+    if path == "training.steps_per_call":
+        return "it spaces the pruner's reports, which must mean the same for every trial"
     if path == "preprocessing" or path.startswith("preprocessing."):
         return "preprocessing ranges are [lo, hi] pairs, not single values: they cannot be searched"
     return None

@@ -42,12 +42,16 @@ def start_workers(
     study: str, url: str, workers: int, threads: int | None = None
 ) -> list[subprocess.Popen]:
     """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
-    travels in the environment, not argv."""
+    travels in the environment, not argv. Numbered: worker k salts the sampler seed with k, so
+    a scan with one worker draws the same trials when run again."""
     threads = threads or max(1, usable_cores() // workers)
     env = {**os.environ, STORAGE_ENV: resolve_url(url)}
     command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
     command += ["--threads", str(threads), "--quiet"]
-    return [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL) for _ in range(workers)]
+    return [
+        subprocess.Popen([*command, "--sampler-salt", str(k)], env=env, stdout=subprocess.DEVNULL)
+        for k in range(workers)
+    ]
 
 
 def supervise(

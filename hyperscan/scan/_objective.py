@@ -14,7 +14,7 @@ from hyperscan import __version__
 from hyperscan.data import Problem
 from hyperscan.fit import DIVERGED, FitResult, SyncReport, member_specs, run_fit
 from hyperscan.model import HELD_OUT, VALIDATION
-from hyperscan.runcard import ScanRuncard
+from hyperscan.runcard import RuncardError, ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
 from hyperscan.scan._trial_attrs import REQUEUED_ATTR, RETRY_OF_ATTR, TRASHED_ATTR, WORKER_ATTR
@@ -45,7 +45,15 @@ class Objective:
         self.last_trial_id = trial._trial_id  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = suggest(trial, self.runcard.scan)
-        card = fixed_runcard(self.runcard, params)
+        try:
+            card = fixed_runcard(self.runcard, params)
+        except RuncardError as error:
+            # Each value was checked alone when the study was created; together they can still
+            # break a rule (a drawn positivity.max below a drawn initial). A region for the
+            # sampler to learn to avoid, as divergence is, not a reason to stop the worker.
+            reason = f"the drawn values make no valid fit runcard: {error}"
+            trial.set_user_attr(TRASHED_ATTR, reason)
+            raise optuna.TrialPruned(f"trashed: {reason}") from None
         monitor = _Monitor(self, trial)
         if not self.stop.is_set():
             result = run_fit(card, problem=self.problem, on_sync=monitor)

@@ -11,7 +11,13 @@ from optuna.storages import BaseStorage
 
 from hyperscan import __version__
 from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
-from hyperscan.runcard import RuncardError, ScanRuncard, dump_runcard, parse_scan_runcard
+from hyperscan.runcard import (
+    Choices,
+    RuncardError,
+    ScanRuncard,
+    dump_runcard,
+    parse_scan_runcard,
+)
 from hyperscan.scan._storage import load_study, storage_url, study_names
 
 RUNCARD_ATTR = "hyperscan:runcard"
@@ -52,13 +58,8 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         problems += untrained_members(
             problem, runcard.replica_ids, runcard.scan.folds, split, fraction
         )
-    if runcard.scan.objective.chi2 == "validation" and runcard.data.training_fraction >= 1:
-        problems.append(
-            (
-                "scan.objective.chi2",
-                "validation chi2 needs validation points: set data.training_fraction below 1",
-            )
-        )
+    if runcard.scan.objective.chi2 == "validation":
+        problems += _validation_points(runcard)
     missing = [
         package
         for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())
@@ -74,6 +75,31 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         )
     if problems:
         raise RuncardError(problems, source=source)
+
+
+def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
+    """A validation objective needs validation points in every trial: a training fraction
+    below 1, in the base runcard or throughout its searched range."""
+    if runcard.data.training_fraction >= 1:
+        return [
+            (
+                "scan.objective.chi2",
+                "validation chi2 needs validation points: set data.training_fraction below 1",
+            )
+        ]
+    searched = runcard.scan.space.parameters.get("data.training_fraction")
+    if searched is None:
+        return []
+    largest = max(searched.choices) if isinstance(searched, Choices) else searched.high
+    if largest < 1:
+        return []
+    return [
+        (
+            "scan.space.parameters.data.training_fraction",
+            "reaches 1, where the validation chi2 of the objective (scan.objective.chi2) has no "
+            "points: keep it below 1",
+        )
+    ]
 
 
 def checked_data(runcard: ScanRuncard, source: str = "<runcard>") -> Problem:

@@ -65,11 +65,10 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
         return optuna.pruners.HyperbandPruner(
             min_resource=steps_per_report, max_resource=max(runcard.epochs, steps_per_report)
         )
-    return optuna.pruners.MedianPruner(
-        n_warmup_steps=section.warmup_reports
-        * runcard.training.steps_per_call
-        * section.report_every
-    )
+    # Report n comes at step n · steps_per_call · report_every, and Optuna may prune from the
+    # step n_warmup_steps on: one step past the last warm-up report.
+    steps_per_report = runcard.training.steps_per_call * section.report_every
+    return optuna.pruners.MedianPruner(n_warmup_steps=section.warmup_reports * steps_per_report + 1)
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,7 @@ def run_worker(
     stop_after: float | None = None,
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
     setup: StudySetup | None = None,
+    sampler_salt: int | None = None,
 ) -> WorkerReport:
     """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
 
@@ -124,6 +124,10 @@ def run_worker(
 
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
     to end in the time left (see :func:`expected_trial_seconds`).
+
+    `sampler_salt` sets this worker apart from the others (see :func:`make_sampler`): the
+    workers of `hyperscan scan` are numbered, so that one worker draws the same trials again;
+    by default, the process id.
     """
     deadline = None if stop_after is None else time.monotonic() + stop_after
     setup = setup if setup is not None else open_study(storage, study_name)
@@ -132,7 +136,7 @@ def run_worker(
     study = load_study(
         storage,
         study_name,
-        sampler=make_sampler(runcard, salt=os.getpid()),
+        sampler=make_sampler(runcard, salt=os.getpid() if sampler_salt is None else sampler_salt),
         pruner=make_pruner(runcard),
     )
     budget = runcard.scan.trials

@@ -488,6 +488,18 @@ BAD = [
         "the data are fixed for a study",
     ),
     (
+        "threads-in-parameters",
+        "scan: {space: {parameters: {training.threads: {low: 1, high: 4}}}}",
+        "scan.space.parameters.training.threads",
+        "a worker runs every trial with its own threads",
+    ),
+    (
+        "steps-per-call-in-parameters",
+        "scan: {space: {parameters: {training.steps_per_call: {choices: [50, 100]}}}}",
+        "scan.space.parameters.training.steps_per_call",
+        "it spaces the pruner's reports",
+    ),
+    (
         "nodes-in-parameters",
         "scan: {space: {parameters: {architecture.nodes: {choices: [10]}}}}",
         "scan.space.parameters.architecture.nodes",

@@ -631,6 +631,19 @@ def test_a_split_leaving_members_nothing_to_train_on_is_refused(tmp_path):
     assert snapshot(url) is None
 
 
+def test_a_validation_objective_refuses_a_training_fraction_searched_up_to_1(tmp_path):
+    """Where the fraction reaches 1 a trial has no validation point, and no value."""
+    for searched in ({"choices": [0.75, 1.0]}, {"low": 0.5, "high": 1.0}):
+        card = scan_card(scan={"space": {"parameters": {"data.training_fraction": searched}}})
+        runcard = write_card(tmp_path / "bad.yml", card)
+        url = str(tmp_path / "scan.journal")
+        message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+        assert "scan.space.parameters.data.training_fraction: reaches 1, where the validation" in (
+            message
+        )
+        assert snapshot(url) is None
+
+
 def test_unknown_study_lists_existing_ones(url, tmp_path):
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "alpha")
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "beta")
@@ -879,6 +892,25 @@ def test_a_worker_takes_the_threads_its_study_pins(tmp_path):
     best = tmp_path / "best.yml"
     assert cli("export", "--study", "pinned", "--storage", url, "-o", best).exit_code == 0
     assert load_fit_runcard(best).training.threads == 2
+
+
+def test_a_seeded_scan_with_one_worker_draws_the_same_trials_again(tmp_path, monkeypatch):
+    """The sampler's seed is salted by worker number, not process id: run again, one worker
+    proposes the same parameters and, the fits being seeded, gets the same values."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    card = scan_card(scan={"trials": 3, "sampler": {"name": "tpe", "seed": 5}})
+    runs = []
+    for run in ("first", "second"):
+        folder = tmp_path / run
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        write_card(folder / "seeded.yml", card)
+        result = cli("scan", "seeded.yml", "--workers", "1")
+        assert result.exit_code == 0, result.output
+        runs.append(
+            [(t.params, t.value) for t in trials_of(str(folder / "hyperscan.journal"), "seeded")]
+        )
+    assert runs[0] == runs[1] and len({repr(p) for p, _ in runs[0]}) == 3
 
 
 def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):

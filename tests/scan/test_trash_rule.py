@@ -26,7 +26,7 @@ from optuna.trial import TrialState
 import hyperscan.scan._objective as objective_module
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import Objective, make_sampler, trashed
+from hyperscan.scan import Objective, make_pruner, make_sampler, trashed
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -266,3 +266,54 @@ def test_a_tolerated_divergence_with_non_finite_chi2_does_not_end_fail(
     else:
         assert diverging.state == TrialState.COMPLETE and np.isfinite(diverging.value)
     assert study.best_trial.number == fine.number
+
+
+def test_drawn_values_that_break_the_runcard_together_trash_the_trial() -> None:
+    """Each end of each range passes alone, so the study is created; a trial whose values
+    break a rule together is trashed with the rule, and the worker goes on."""
+    runcard = parse_scan_runcard(
+        """
+scan:
+  trials: 4
+  pruner: {name: none}
+  space:
+    parameters:
+      positivity.initial: {low: 500, high: 1.0e5, log: true}
+      positivity.max: {low: 1000, high: 1.0e6, log: true}
+""",
+        "combo.yml",
+    )
+    objective = Objective(runcard, None, threading.Event())
+    study = optuna.create_study()
+    study.enqueue_trial({"positivity.initial": 5.0e4, "positivity.max": 2000.0})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(objective_module, "run_fit", fake_fit)
+        study.optimize(objective, n_trials=1)
+    (trial,) = study.trials
+    assert trial.state == TrialState.PRUNED
+    assert trashed(trial).startswith("the drawn values make no valid fit runcard: ")
+    assert "positivity.max: must be >= initial (50000), got 2000" in trashed(trial)
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_the_median_pruner_spares_the_warmup_reports(warmup: int) -> None:
+    """`warmup_reports: w`: a trial makes w reports before it may be pruned, at report w + 1."""
+    runcard = parse_scan_runcard(
+        "training: {steps_per_call: 10}\n"
+        f"scan: {{pruner: {{name: median, report_every: 2, warmup_reports: {warmup}}}, "
+        "space: {activation: [tanh]}}\n",
+        "pruned.yml",
+    )
+    study = optuna.create_study(pruner=make_pruner(runcard))
+    step = 10 * 2  # a report every 2 device calls of 10 steps
+    for _ in range(6):  # past the pruner's 5 start-up trials
+        trial = study.ask()
+        for report in range(1, 7):
+            trial.report(1.0, report * step)
+        study.tell(trial, 1.0)
+    bad = study.ask()
+    for report in range(1, 7):
+        bad.report(100.0, report * step)
+        if bad.should_prune():
+            break
+    assert report == warmup + 1
