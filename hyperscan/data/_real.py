@@ -142,6 +142,9 @@ def _with_commondata(shipped: RealDataset, data: CommonData) -> RealDataset:
 
 def _read(path: Path, name: str, variant: str | None) -> RealDataset:
     try:
+        with open(path, "rb") as file:  # np.load would take any other file for a pickle
+            if file.read(4) != b"PK\x03\x04":
+                raise _corrupt(path, "it is not an .npz archive")
         with np.load(path, allow_pickle=False) as z:
             missing = [k for k in _REQUIRED if k not in z.files]
             if missing:
@@ -149,6 +152,8 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
             a = {k: z[k] for k in _REQUIRED}
     except RealDataError:
         raise
+    except PermissionError as err:
+        raise RealDataError(f"cannot read the FK file {path}: {err.strerror}") from err
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, KeyError) as err:
         raise _corrupt(path, f"{type(err).__name__}: {err}") from err
     stored = str(a["variant"]) or None

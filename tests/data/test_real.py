@@ -196,6 +196,15 @@ def test_kinematics_out_of_range_are_corruption(tmp_path: Path) -> None:
         load_real_dataset(name, data_dir=tmp_path)
 
 
+def test_an_unreadable_file_is_not_called_corrupt(monkeypatch) -> None:
+    def denied(path, mode="r"):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr("hyperscan.data._real.open", denied, raising=False)
+    with pytest.raises(ValueError, match=r"^cannot read the FK file .*: Permission denied$"):
+        load_real_dataset("HERA_CC_318GEV_EP-SIGMARED", data_dir=REAL_DATA_DIR)
+
+
 def test_corrupt_file(tmp_path: Path) -> None:
     name = "HERA_CC_318GEV_EP-SIGMARED"
     raw = (REAL_DATA_DIR / f"{name}.npz").read_bytes()
@@ -204,6 +213,9 @@ def test_corrupt_file(tmp_path: Path) -> None:
         load_real_dataset(name, data_dir=tmp_path)
     with pytest.raises(ValueError, match=r"corrupt FK file"):
         real_problem([name], data_dir=tmp_path)
+    (tmp_path / f"{name}.npz").write_bytes(b"\x80\x04 some other kind of file")
+    with pytest.raises(ValueError, match=r"\.npz: it is not an \.npz archive$"):
+        load_real_dataset(name, data_dir=tmp_path)
     # a readable archive with a wrong array
     other = tmp_path / "other"
     other.mkdir()
