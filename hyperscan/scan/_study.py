@@ -13,6 +13,7 @@ from hyperscan import __version__
 from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
 from hyperscan.runcard import (
     Choices,
+    Range,
     RuncardError,
     ScanRuncard,
     dump_runcard,
@@ -53,11 +54,15 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
     problems = unknown_names(folds, problem)
     if not problems:  # names all known: a fold must leave something to train on
         problems += empty_folds(runcard.scan.folds, problem, "scan.folds")
-    if not problems and runcard.scan.folds:  # load_problem checked the members without folds
-        split, fraction = runcard.seeds.split, runcard.data.training_fraction
-        problems += untrained_members(
-            problem, runcard.replica_ids, runcard.scan.folds, split, fraction
-        )
+    if not problems:  # load_problem checked the base fraction without folds
+        searched = runcard.scan.space.parameters.get("data.training_fraction")
+        lowest = runcard.data.training_fraction if searched is None else _lowest(searched)
+        if runcard.scan.folds or lowest < runcard.data.training_fraction:
+            found = untrained_members(
+                problem, runcard.replica_ids, runcard.scan.folds, runcard.seeds.split, lowest
+            )
+            key = "data.training_fraction" if searched is None else _FRACTION_KEY
+            problems += [(key, message) for _, message in found]
     if runcard.scan.objective.chi2 == "validation":
         problems += _validation_points(runcard)
     missing = [
@@ -75,6 +80,13 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         )
     if problems:
         raise RuncardError(problems, source=source)
+
+
+_FRACTION_KEY = "scan.space.parameters.data.training_fraction"
+
+
+def _lowest(searched: Range | Choices) -> float:
+    return min(searched.choices) if isinstance(searched, Choices) else searched.low
 
 
 def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
@@ -95,7 +107,7 @@ def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
         return []
     return [
         (
-            "scan.space.parameters.data.training_fraction",
+            _FRACTION_KEY,
             "reaches 1, where the validation chi2 of the objective (scan.objective.chi2) has no "
             "points: keep it below 1",
         )

@@ -39,13 +39,14 @@ _logger = logging.getLogger(__name__)
 STORAGE_RETRY_WAITS = (5, 10, 20, 40, 60, 60, 60, 60)
 
 
-def make_sampler(runcard: ScanRuncard, salt: int) -> optuna.samplers.BaseSampler:
+def make_sampler(runcard: ScanRuncard, salt: int | tuple[int, ...]) -> optuna.samplers.BaseSampler:
     """The runcard's sampler. `salt` (e.g. the process id) keeps parallel workers with the
     same study seed from proposing identical trials."""
     section = runcard.scan.sampler
     seed = None
     if section.seed is not None:
-        seed = int(np.random.SeedSequence([section.seed, salt]).generate_state(1)[0])
+        salts = salt if isinstance(salt, tuple) else (salt,)
+        seed = int(np.random.SeedSequence([section.seed, *salts]).generate_state(1)[0])
     if section.name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if section.name == "gp":
@@ -60,15 +61,22 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
     section = runcard.scan.pruner
     if section.name == "none":
         return optuna.pruners.NopPruner()
+    steps_per_report = runcard.training.steps_per_call * section.report_every
     if section.name == "hyperband":
-        steps_per_report = runcard.training.steps_per_call * section.report_every
         return optuna.pruners.HyperbandPruner(
             min_resource=steps_per_report, max_resource=max(runcard.epochs, steps_per_report)
         )
-    # Report n comes at step n · steps_per_call · report_every, and Optuna may prune from the
-    # step n_warmup_steps on: one step past the last warm-up report.
-    steps_per_report = runcard.training.steps_per_call * section.report_every
+    # Report n comes at step n · steps_per_report, and Optuna may prune from the step
+    # n_warmup_steps on: one step past the last warm-up report.
     return optuna.pruners.MedianPruner(n_warmup_steps=section.warmup_reports * steps_per_report + 1)
+
+
+def _salt(setup: StudySetup, number: int | None) -> tuple[int, ...]:
+    """The process id; or, for a numbered worker, its number and the trials the study holds
+    when it starts: a new study draws the same trials again, a resumed one new ones."""
+    if number is None:
+        return (os.getpid(),)
+    return (number, len(setup.study.get_trials(deepcopy=False)))
 
 
 @dataclass(frozen=True)
@@ -136,7 +144,7 @@ def run_worker(
     study = load_study(
         storage,
         study_name,
-        sampler=make_sampler(runcard, salt=os.getpid() if sampler_salt is None else sampler_salt),
+        sampler=make_sampler(runcard, _salt(setup, sampler_salt)),
         pruner=make_pruner(runcard),
     )
     budget = runcard.scan.trials

@@ -629,6 +629,12 @@ def test_a_split_leaving_members_nothing_to_train_on_is_refused(tmp_path):
     message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
     assert "data.training_fraction: 0.05 leaves replica" in message
     assert snapshot(url) is None
+    searched = {"data.training_fraction": {"low": 0.05, "high": 0.5}}
+    card = scan_card(scan={"space": {"parameters": searched}})
+    runcard = write_card(tmp_path / "bad.yml", card)
+    message = assert_clean_failure(cli("study", "create", runcard, "--storage", url))
+    assert "scan.space.parameters.data.training_fraction: 0.05 leaves replica" in message
+    assert snapshot(url) is None
 
 
 def test_a_validation_objective_refuses_a_training_fraction_searched_up_to_1(tmp_path):
