@@ -93,11 +93,11 @@ def check_target(path: Path, force: bool) -> None:
 
 
 def check_not_an_input(output: Path, storage: str | None, runcard: Path | None = None) -> None:
-    """Fail when ``output`` is the study's journal or the scan runcard, which a forced or
+    """Fail when ``output`` is the storage's file or the scan runcard, which a forced or
     always-rewritten output would replace: the storage with every study in it."""
-    from hyperscan.scan import journal_file
+    from hyperscan.scan import storage_file
 
-    inputs = {"the storage's journal": journal_file(storage), "the scan runcard": runcard}
+    inputs = {"the storage's file": storage_file(storage), "the scan runcard": runcard}
     for what, path in inputs.items():
         if path is not None and output.resolve() == path.resolve():
             fail(f"{output} is {what}; give another file")

@@ -42,8 +42,8 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     Example:
       hyperscan report --study quickstart-scan -o quickstart-report.html
     """
-    check_target(output, force)
     check_not_an_input(output, storage)
+    check_target(output, force)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically

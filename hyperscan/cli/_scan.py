@@ -284,8 +284,8 @@ def _walltime_reason(report) -> str:
 @force_option
 def export(name: str, storage: str | None, output: Path, force: bool) -> None:
     """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
-    check_target(output, force)
     check_not_an_input(output, storage)
+    check_target(output, force)
     quiet_optuna()
     from hyperscan.scan import export_best, open_storage, open_study, write_atomically
 
@@ -383,8 +383,8 @@ def scan(
         workers = cores
     name = name or runcard.stem
     output = output or default_output(name)
-    check_target(output, force=True)  # rewritten as the study grows: see --output
     check_not_an_input(output, storage, runcard)
+    check_target(output, force=True)  # rewritten as the study grows: see --output
     try:
         problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)

@@ -133,7 +133,7 @@ def _move_into_place(staging: Path, outdir: Path) -> None:
         os.rename(retired / outdir.name, outdir)
         retired.rmdir()
         raise
-    shutil.rmtree(retired)
+    shutil.rmtree(retired, ignore_errors=True)  # the new results are in place: done
 
 
 def summary(result: FitResult) -> str:

@@ -141,14 +141,21 @@ def resolve_url(url: str | None) -> str:
     raise StorageError(f"unsupported storage URL scheme {scheme!r}; use {_ACCEPTED}", url)
 
 
-def journal_file(url: str | None) -> Path | None:
-    """The journal file a storage argument names; None for a database or a URL that
-    `open_storage` will refuse anyway."""
+def storage_file(url: str | None) -> Path | None:
+    """The file a storage argument names (a journal, an SQLite database); None for a
+    server's database or a URL that `open_storage` will refuse anyway."""
     try:
         url = resolve_url(url)
     except StorageError:
         return None
-    return Path(_journal_path(url)) if url.startswith(JOURNAL_PREFIX) else None
+    if url.startswith(JOURNAL_PREFIX):
+        return Path(_journal_path(url))
+    if url.startswith(_SQLITE_PREFIX):
+        return Path(url[len(_SQLITE_PREFIX) :])
+    return None
+
+
+_SQLITE_PREFIX = "sqlite:///"
 
 
 def _journal_url(path: str) -> str:

@@ -554,12 +554,17 @@ def test_outputs_never_replace_the_inputs(tmp_path):
     before = (runcard.read_bytes(), snapshot(url))
     for args, said in (
         (["scan", runcard, "-o", runcard], "is the scan runcard"),
-        (["scan", runcard, "-o", url], "is the storage's journal"),
-        (["export", "--study", "s", "-o", url, "--force"], "is the storage's journal"),
-        (["report", "--study", "s", "-o", url, "--force"], "is the storage's journal"),
+        (["scan", runcard, "-o", url], "is the storage's file"),
+        (["export", "--study", "s", "-o", url], "is the storage's file"),  # not "use --force"
+        (["report", "--study", "s", "-o", url, "--force"], "is the storage's file"),
     ):
         message = assert_clean_failure(cli(*args, "--storage", url))
         assert said in message
+    database = tmp_path / "scan.db"
+    message = assert_clean_failure(
+        cli("export", "--study", "s", "--storage", f"sqlite:///{database}", "-o", database)
+    )
+    assert "is the storage's file" in message and not database.exists()
     assert (runcard.read_bytes(), snapshot(url)) == before
     folder = cli("export", "--study", "s", "--storage", url, "-o", f"{tmp_path}/new/")
     assert folder.exit_code == 2 and "ends in '/', as a folder does" in folder.output
