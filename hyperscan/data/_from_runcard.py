@@ -68,7 +68,7 @@ def untrained_members(
     tell. Only a fraction that gives every fitted dataset less than one point can do it, so
     only then are the members' splits drawn.
     """
-    members = []
+    members, masks = [], {}
     for k, held_out in enumerate([set(fold) for fold in folds] or [set()]):
         fitted = [
             (dataset, block)
@@ -78,8 +78,9 @@ def untrained_members(
         if any(int(fraction * dataset.n_data) >= 1 for dataset, _ in fitted):
             continue
         for replica in replicas:
-            mask = training_mask(problem, replica, seed, fraction)
-            if not any(mask[block].any() for _, block in fitted):
+            if replica not in masks:  # the same in every fold
+                masks[replica] = training_mask(problem, replica, seed, fraction)
+            if not any(masks[replica][block].any() for _, block in fitted):
                 members.append(f"replica {replica}" + (f" of fold {k}" if folds else ""))
     if not members:
         return []

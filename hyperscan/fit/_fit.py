@@ -24,7 +24,7 @@ from hyperscan.fit._trainer import (
     TrainerSettings,
 )
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
-from hyperscan.runcard import FitRuncard
+from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL, FitRuncard
 
 OK, POSITIVITY_VETO, DIVERGED_STATUS = "ok", "pos-veto", "diverged"
 #: Replacement starts tried for a member whose initial loss is already past divergence.max_loss.
@@ -75,7 +75,7 @@ def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
     if positivity.multiplier is not None:
         factor = positivity.multiplier
     else:
-        updates = max(1, runcard.epochs // 100)
+        updates = max(1, runcard.epochs // LAMBDA_UPDATE_INTERVAL)
         factor = (positivity.max / positivity.initial) ** (1.0 / updates)
     clipnorm = runcard.optimizer.clipnorm
     return TrainerSettings(

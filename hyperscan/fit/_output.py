@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from hyperscan import __version__
+from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
 from hyperscan.fit._fit import FitResult
 
@@ -80,9 +81,7 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
     outdir = Path(outdir)
     outdir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(staging, 0o777 & ~umask)  # mkdtemp's 0700 would hide results from a group
+    os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would hide results from a group
     try:
         (staging / RESULTS_FILE).write_text(json.dumps(results_document(result), indent=2))
         (staging / RUNCARD_FILE).write_text(runcard_text)

@@ -16,6 +16,7 @@ from hyperscan.fit._optimizers import (
     variable_norms,
 )
 from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
+from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL
 
 RUNNING, STOPPED, DIVERGED = 0, 1, 2
 # Why a member diverged, recorded on device with its status.
@@ -25,8 +26,6 @@ DIVERGENCE_REASONS = {
     3: "non-finite gradient",
     4: "non-finite parameters after the update",
 }
-# n3fit updates the positivity multiplier every 100 steps.
-LAMBDA_UPDATE_INTERVAL = 100
 
 
 @dataclass(frozen=True)

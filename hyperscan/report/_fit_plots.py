@@ -28,6 +28,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, closure_problem, flavour_combination, toy_pdf
 from hyperscan.report._style import BAND, TRUTH, new_figure, png_bytes, style, wants_log
 
@@ -529,13 +530,14 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     # Each file is written in full beside its place, then all are renamed into place: a full
     # disk leaves the plots as they were, not a mix of old, new and truncated ones.
     staged: list[Path] = []
+    mode = 0o666 & ~umask()
     try:
         for path in written:
             handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=outdir)
             staged.append(Path(name))
             with os.fdopen(handle, "wb") as file:
                 file.write(images[path.name])
-            os.chmod(name, 0o666 & ~_umask())
+            os.chmod(name, mode)
     except BaseException:
         for name in staged:
             name.unlink(missing_ok=True)
@@ -543,9 +545,3 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     for name, path in zip(staged, written, strict=True):
         os.replace(name, path)
     return written
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -33,6 +33,7 @@ from ._scan import (
 )
 from ._schema import (
     FLAVOURS,
+    LAMBDA_UPDATE_INTERVAL,
     MAX_THREADS,
     Architecture,
     ClosureSection,
@@ -49,6 +50,7 @@ from ._schema import (
 
 __all__ = [
     "FLAVOURS",
+    "LAMBDA_UPDATE_INTERVAL",
     "MAX_THREADS",
     "Architecture",
     "Choices",

@@ -85,6 +85,8 @@ MAX_REPLICAS = 10_000
 MAX_UNITS = 10_000
 MAX_THREADS = 1024
 MAX_EPOCHS = 10**9
+#: Steps between growths of the positivity multiplier lambda (n3fit's 100).
+LAMBDA_UPDATE_INTERVAL = 100
 PositiveFloat = Annotated[Float, Field(gt=0)]
 #: Seeds stay below 2**32 so that every random generator downstream (numpy, TensorFlow) accepts
 #: them unchanged.
@@ -569,7 +571,7 @@ class FitRuncard(_Section):
             elif value and value < smallest:
                 problems.append((loc, f"{_num(value)} is below {where}: at least {smallest:.3g}"))
         if positivity.multiplier is not None:
-            updates = self.epochs // 100
+            updates = self.epochs // LAMBDA_UPDATE_INTERVAL
             growth = math.log10(positivity.initial) + updates * math.log10(positivity.multiplier)
             if growth > math.log10(largest):
                 problems.append(

@@ -11,6 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan import __version__
+from hyperscan._files import umask
 from hyperscan.scan._local import counts_line
 from hyperscan.scan._space import export_text
 from hyperscan.scan._study import ScanError, StudySetup
@@ -68,9 +69,7 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
     try:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o666 & ~umask)
+        os.chmod(staging, 0o666 & ~umask())
         os.replace(staging, path)
     except BaseException as error:
         Path(staging).unlink(missing_ok=True)

@@ -551,6 +551,20 @@ def _ends_in_newline(path: str) -> bool:
         return file.read(1) == b"\n"
 
 
+def _last_line_end(path: str, block: int = 1 << 16) -> int:
+    """The offset just past the file's last newline (0 if none), read backwards by blocks."""
+    with open(path, "rb") as file:
+        end = file.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(0, end - block)
+            file.seek(start)
+            found = file.read(end - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            end = start
+    return 0
+
+
 def _check_journal_tail(path: str, url: str) -> None:
     """Refuse a journal whose last record was cut short (a full disk, a crash mid-write).
 
@@ -566,13 +580,11 @@ def _check_journal_tail(path: str, url: str) -> None:
     try:
         if _ends_in_newline(path):
             return
-        with open(path, "rb") as file:
-            content = file.read()
+        size, whole = os.path.getsize(path), _last_line_end(path)
     finally:
         lock.release()
-    whole = content.rfind(b"\n") + 1
     raise StorageError(
-        f"{path} ends in an incomplete record ({len(content) - whole} bytes after its last "
+        f"{path} ends in an incomplete record ({size - whole} bytes after its last "
         "full line: a write cut short by a full disk or a crash). Appending to it would make "
         f"the journal unreadable. Keep a copy, then cut the incomplete record off with "
         f"`truncate -s {whole} {shlex.quote(path)}`: the records before it are intact",
