@@ -13,7 +13,7 @@ from hyperscan import __version__
 from hyperscan.cli._common import INTERRUPTED, check_target, fail, folder_path
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
-from hyperscan.cli._tensorflow import configure_tensorflow
+from hyperscan.cli._tensorflow import configure_or_fail
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,7 +51,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     try:
         card, problem = _fit_inputs(runcard)
         check_target(outdir, force)
-        _configure_tensorflow(card.training.threads)
+        configure_or_fail(threads=card.training.threads)
         from hyperscan.fit import (
             ProgressBar,
             ResultsKeptError,
@@ -101,13 +101,6 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     if stop.is_set():
         click.echo("interrupted after the last epoch: the fit is complete", err=True)
         sys.exit(INTERRUPTED)
-
-
-def _configure_tensorflow(threads: int | None) -> None:
-    try:
-        configure_tensorflow(threads=threads)
-    except ValueError as error:
-        fail(str(error))
 
 
 def _fit_inputs(runcard: Path):

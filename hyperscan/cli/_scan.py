@@ -22,7 +22,7 @@ from hyperscan.cli._common import (
     storage_option,
     study_option,
 )
-from hyperscan.cli._tensorflow import configure_tensorflow
+from hyperscan.cli._tensorflow import configure_or_fail
 
 
 def _scan_errors():
@@ -230,10 +230,7 @@ def worker(
             threads = setup.runcard.training.threads
     except _scan_errors() as error:
         fail(str(error))
-    try:
-        configure_tensorflow(device, threads)
-    except ValueError as error:
-        fail(str(error))
+    configure_or_fail(device, threads)
     from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
 
     def show(trial) -> None:

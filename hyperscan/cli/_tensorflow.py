@@ -11,6 +11,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from hyperscan.cli._common import fail
+
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
 
@@ -147,3 +149,11 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> No
             raise ValueError(
                 f"TensorFlow is already running with other thread settings; cannot use {threads}"
             ) from None
+
+
+def configure_or_fail(device: str = "auto", threads: int | None = None) -> None:
+    """`configure_tensorflow`, with an unknown device or a bad thread count as a message."""
+    try:
+        configure_tensorflow(device, threads)
+    except ValueError as error:
+        fail(str(error))
