@@ -54,37 +54,58 @@ class RuncardError(Exception):
 # YAML
 
 _FLOAT_TAG = "tag:yaml.org,2002:float"
+_INT_TAG = "tag:yaml.org,2002:int"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
-#: YAML 1.2 floats (``1e-6``, ``1.0e6``, ``.5``, ``-3E+2``, ``.inf``, ``.nan``) plus PyYAML's
-#: YAML 1.1 forms (underscores, sexagesimal), which YAML 1.1 would otherwise load as strings.
+#: YAML 1.2 floats (``1e-6``, ``1.0e6``, ``.5``, ``-3E+2``, ``.inf``, ``.nan``), which YAML 1.1
+#: would load as strings, with underscores between digits allowed as in Python.
 _FLOAT_RE = re.compile(
     r"""^(?:
         [-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?
       | [-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
-      | [-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
       | [-+]?\.(?:inf|Inf|INF)
       | \.(?:nan|NaN|NAN)
     )$""",
     re.VERBOSE,
 )
+#: YAML 1.2 integers are decimal: YAML 1.1 reads ``010`` as 8 and ``1:30`` as 90, which no
+#: runcard means. Hexadecimal, octal and sexagesimal forms stay strings (and fail as such).
+_INT_RE = re.compile(r"^[-+]?[0-9][0-9_]*$")
+#: Python refuses longer decimal strings (CVE-2020-10735); far beyond any runcard value.
+_MAX_INT_DIGITS = 100
 
 
-def _resolvers_with_yaml12_floats() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
-    """PyYAML's implicit resolvers with the float one replaced (ints still take precedence)."""
+def _resolvers_with_yaml12_numbers() -> dict[str, list[tuple[str, re.Pattern[str]]]]:
+    """PyYAML's implicit resolvers with the int and float ones replaced (ints first)."""
     table = {
-        first: [(tag, regexp) for tag, regexp in entries if tag != _FLOAT_TAG]
+        first: [(tag, regexp) for tag, regexp in entries if tag not in (_INT_TAG, _FLOAT_TAG)]
         for first, entries in yaml.SafeLoader.yaml_implicit_resolvers.items()
     }
+    for first in "-+0123456789":
+        table.setdefault(first, []).append((_INT_TAG, _INT_RE))
     for first in "-+0123456789.":
         table.setdefault(first, []).append((_FLOAT_TAG, _FLOAT_RE))
     return table
 
 
 class _Loader(yaml.SafeLoader):
-    """Safe loader that reads YAML 1.2 floats as floats."""
+    """Safe loader that reads numbers as YAML 1.2 does."""
 
-    yaml_implicit_resolvers = _resolvers_with_yaml12_floats()
+    yaml_implicit_resolvers = _resolvers_with_yaml12_numbers()
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
+        text = str(self.construct_scalar(node))
+        digits = text.replace("_", "").lstrip("+-")
+        if not _INT_RE.match(text):
+            problem = f"{text!r} is not a decimal integer"
+        elif len(digits) > _MAX_INT_DIGITS:
+            problem = f"an integer of {len(digits)} digits"
+        else:
+            return int(text.replace("_", ""), 10)
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+
+_Loader.add_constructor(_INT_TAG, _Loader.construct_yaml_int)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -170,6 +191,8 @@ def _parse_yaml(text: str, source: str, path: str | None) -> Any:
         return loader.construct_document(node)
     except yaml.YAMLError as err:
         raise RuncardError([("", _yaml_problem(err))], path, source) from None
+    except RecursionError:
+        raise RuncardError([("", "invalid YAML: nested too deeply")], path, source) from None
     finally:
         loader.dispose()
 

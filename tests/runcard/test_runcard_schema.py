@@ -177,6 +177,28 @@ def test_yaml12_negative_exponent_and_infinity_are_numbers() -> None:
     ]
 
 
+@pytest.mark.parametrize(("written", "value"), [("010", 10), ("1_000", 1000), ("+7", 7)])
+def test_yaml12_integers_are_decimal(written: str, value: int) -> None:
+    # YAML 1.1 reads 010 as the octal 8: a replica or seed no one meant.
+    assert parse_fit_runcard(f"epochs: {written}\n").epochs == value
+
+
+@pytest.mark.parametrize("written", ["1:30", "0x10", "0o10", "0b11"])
+def test_yaml11_integer_forms_are_strings(written: str) -> None:
+    from hyperscan.runcard import RuncardError
+
+    with pytest.raises(RuncardError) as excinfo:
+        parse_fit_runcard(f"epochs: {written}\n")
+    assert excinfo.value.problems == [
+        ("epochs", f"expected an integer, got the string '{written}'")
+    ]
+
+
+def test_dump_quotes_strings_that_look_like_integers() -> None:
+    runcard = runcard_from_dict({"data": {"datasets": ["010", "1_2", "NMC"]}})
+    assert parse_fit_runcard(dump_runcard(runcard)) == runcard
+
+
 def test_plain_pyyaml_is_not_changed() -> None:
     parse_fit_runcard("{}")
     assert yaml.safe_load("x: 1e-6") == {"x": "1e-6"}
