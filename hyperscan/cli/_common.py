@@ -103,6 +103,14 @@ def check_not_an_input(output: Path, storage: str | None, runcard: Path | None =
             fail(f"{output} is {what}; give another file")
 
 
+def check_keeps_runcard(outdir: Path, runcard: Path) -> None:
+    """Fail when ``outdir``, which ``--force`` replaces as a whole, is or holds ``runcard``."""
+    target, source = outdir.resolve(), runcard.resolve()
+    if target == source or target in source.parents:
+        verb = "is" if target == source else "holds"
+        fail(f"{outdir} {verb} the runcard {runcard}; give another folder")
+
+
 def _target_problem(path: Path, force: bool) -> str | None:
     if os.path.lexists(path) and not force:
         return f"{path} exists; use --force to replace it"

@@ -10,7 +10,13 @@ from pathlib import Path
 import click
 
 from hyperscan import __version__
-from hyperscan.cli._common import INTERRUPTED, check_target, fail, folder_path
+from hyperscan.cli._common import (
+    INTERRUPTED,
+    check_keeps_runcard,
+    check_target,
+    fail,
+    folder_path,
+)
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_or_fail
@@ -50,6 +56,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     """
     try:
         card, problem = _fit_inputs(runcard)
+        check_keeps_runcard(outdir, runcard)
         check_target(outdir, force)
         configure_or_fail(threads=card.training.threads)
         from hyperscan.fit import (

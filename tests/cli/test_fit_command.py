@@ -93,6 +93,21 @@ def test_existing_output_is_refused_without_force(tmp_path):
     assert (outdir / "results.json").exists()
 
 
+@pytest.mark.parametrize("inside", [False, True])
+def test_force_never_deletes_the_runcard(tmp_path, inside):
+    """OUTDIR is replaced as a whole: it may be neither the runcard nor a folder holding it."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    runcard = _write(folder / "fit.yml", TINY)
+    outdir = folder if inside else runcard
+    refused = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(outdir), "--force"])
+    assert refused.exit_code == 2
+    verb = "holds" if inside else "is"
+    assert f"{outdir} {verb} the runcard {runcard}; give another folder" in refused.output
+    assert "--force to replace" not in refused.output
+    assert yaml.safe_load(runcard.read_text()) == TINY
+
+
 @pytest.mark.parametrize(
     ("card", "fragment"),
     [
