@@ -89,8 +89,9 @@ MAX_EPOCHS = 10**9
 LAMBDA_UPDATE_INTERVAL = 100
 PositiveFloat = Annotated[Float, Field(gt=0)]
 #: Seeds stay below 2**32 so that every random generator downstream (numpy, TensorFlow) accepts
-#: them unchanged.
+#: them unchanged; replica ids too, which also fill the integer arrays of a fit's output.
 Seed = Annotated[Int, Field(ge=0, le=2**32 - 1)]
+ReplicaId = Annotated[Int, Field(ge=1, le=2**32 - 1)]
 
 ClosureSize = Literal["tiny", "small", "medium", "nnpdf40"]
 Activation = Literal["tanh", "sigmoid", "relu", "elu", "softplus", "linear"]
@@ -183,7 +184,7 @@ def _datasets_form(value: Any) -> str | None:
 #: replica id seeds its pseudodata and split, so replica 7 is the same in either runcard).
 _ReplicaCount = Annotated[Int, Field(ge=1, le=MAX_REPLICAS), Tag("count")]
 _ReplicaIds = Annotated[
-    tuple[PositiveInt, ...],
+    tuple[ReplicaId, ...],
     Field(min_length=1, max_length=MAX_REPLICAS),
     AfterValidator(_unique),
     Tag("ids"),

@@ -63,6 +63,7 @@ MISTAKES = [
     ("null-section", "stopping:\n", "stopping", "expected a mapping, got null"),
     # sizes a slip of the keyboard makes absurd: a message, not an endless allocation
     ("huge-replicas", "replicas: 99999999999999999999\n", "replicas", "must be <= 10000"),
+    ("huge-replica-id", "replicas: [1, 4294967296]\n", "replicas[1]", "<= 4294967295"),
     ("huge-layer", "architecture: {nodes: [100000]}\n", "architecture.nodes[0]", "<= 10000"),
     ("huge-epochs", "epochs: 99999999999999999999\n", "epochs", "must be <= 1000000000"),
     ("huge-threads", "training: {threads: 100000}\n", "training.threads", "must be <= 1024"),
