@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -14,9 +15,34 @@ USAGE_ERROR = 2
 #: it kept what it had: a fit's results with `interrupted: true`, a scan's best trial so far.
 INTERRUPTED = 130
 
+
+def not_blank(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A callback refusing an empty value, which `--storage "$UNSET"` gives in a script:
+    taken for the option left out, it would quietly pick the default."""
+    if value is not None and not value.strip():
+        raise click.BadParameter("is empty (an unset variable?): give a value or leave it out")
+    return value
+
+
+class Seconds(click.FloatRange):
+    """Seconds ≥ 0. A FloatRange alone lets NaN through, since every comparison with it fails."""
+
+    name = "seconds"
+
+    def __init__(self) -> None:
+        super().__init__(min=0)
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 storage_option = click.option(
     "--storage",
     envvar="HYPERSCAN_STORAGE",
+    callback=not_blank,
     help="Storage: a journal file path (default ./hyperscan.journal), "
     "postgresql://user@host/db (the password from PGPASSWORD or ~/.pgpass, not the command "
     "line, which others may see), or sqlite:///path.db. Env: HYPERSCAN_STORAGE.",

@@ -12,11 +12,13 @@ import click
 
 from hyperscan.cli._common import (
     INTERRUPTED,
+    Seconds,
     check_not_an_input,
     check_target,
     fail,
     file_path,
     force_option,
+    not_blank,
     output_file_option,
     quiet_optuna,
     storage_option,
@@ -58,7 +60,11 @@ def study() -> None:
 @study.command("create")
 @click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
 @storage_option
-@click.option("--name", help="Study name (default: the runcard's file name without .yml).")
+@click.option(
+    "--name",
+    callback=not_blank,
+    help="Study name (default: the runcard's file name without .yml).",
+)
 def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     """Create a study from a scan RUNCARD (once; the same runcard again is a no-op).
 
@@ -141,13 +147,13 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
 @click.option("--n-trials", type=click.IntRange(min=1), help="Stop after this many trials.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     metavar="S",
     help="Stop starting trials after S s.",
 )
 @click.option(
     "--stop-after",
-    type=click.FloatRange(min=0),
+    type=Seconds(),
     metavar="S",
     help="Walltime of a batch job in s: take no trial that is not expected to end within S s "
     "(expected: the median complete trial, this worker's or else the study's); then exit 0.",
@@ -339,7 +345,11 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     help="Worker processes on this machine, at most one per usable core and per trial left.",
 )
 @storage_option
-@click.option("--name", help="Study name (default: the runcard's file name without .yml).")
+@click.option(
+    "--name",
+    callback=not_blank,
+    help="Study name (default: the runcard's file name without .yml).",
+)
 @click.option(
     "-o",
     "--output",

@@ -625,6 +625,30 @@ def test_worker_options_are_named_as_typed(tmp_path):
     assert snapshot(url) is None
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--timeout", "nan"], "Invalid value for '--timeout': 'nan' is not a number of seconds"),
+        (["--stop-after", "NaN"], "'--stop-after': 'NaN' is not a number of seconds"),
+        (["--storage", " "], "'--storage': is empty (an unset variable?)"),
+    ],
+)
+def test_worker_refuses_values_that_would_pass_for_none(tmp_path, monkeypatch, args, message):
+    """NaN passes every range check, and an empty --storage would pick the default storage."""
+    monkeypatch.chdir(tmp_path)
+    result = cli("worker", "--study", "s", *args)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_study_create_refuses_an_empty_name(tmp_path):
+    runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
+    url = str(tmp_path / "scan.journal")
+    result = cli("study", "create", runcard, "--storage", url, "--name", "")
+    assert result.exit_code == 2 and "'--name': is empty" in result.output, result.output
+    assert snapshot(url) is None
+
+
 def test_a_split_leaving_members_nothing_to_train_on_is_refused(tmp_path):
     """As a fold holding out everything is: for the scan's members, folds and all."""
     names = ["TOY_HERA_NC_F2P", "TOY_HERA_CC_F2WP", "TOY_NUTEV_XF3WP", "TOY_GLUON"]
