@@ -137,6 +137,12 @@ def resolve_url(url: str | None) -> str:
             url,
         )
     if scheme == "sqlite":
+        if rest in ("", "/", "/:memory:"):
+            raise StorageError(
+                "an in-memory SQLite database keeps nothing and no other process sees it; "
+                "give a file, sqlite:///path.db",
+                url,
+            )
         return url
     raise StorageError(f"unsupported storage URL scheme {scheme!r}; use {_ACCEPTED}", url)
 
@@ -603,6 +609,9 @@ def _open_journal(
             f"no journal file {path}; {_SCHEMA_HINT}, or pass the right --storage / ${STORAGE_ENV}",
             url,
         )
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):
+        # a device or a pipe: appending to a FIFO would wait for a reader forever
+        raise StorageError(f"{path} is not a regular file, as a journal must be", url)
     _check_journal(path, url)
     # Append mode creates nothing but a missing file and tells early whether we may write.
     with open(path, "ab"):

@@ -545,6 +545,23 @@ def test_a_file_that_is_not_a_journal_is_refused_and_left_alone(tmp_path):
         assert path.read_bytes() == before
 
 
+def test_a_device_or_a_pipe_is_refused_as_a_journal(tmp_path):
+    """Appending to a FIFO waits for a reader forever, and /dev/null cannot be synced."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for path in (pipe, Path(os.devnull)):
+        for create in (True, False):
+            with pytest.raises(StorageError, match="is not a regular file, as a journal must be"):
+                open_storage(str(path), create=create)
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:"])
+def test_an_in_memory_sqlite_database_is_refused(url):
+    """`study create` would say "created" of a study that ends with its process."""
+    with pytest.raises(StorageError, match="an in-memory SQLite database keeps nothing"):
+        resolve_url(url)
+
+
 def test_option_and_port_mistakes_read_as_such(tmp_path):
     with pytest.raises(StorageError) as info:
         open_storage(
