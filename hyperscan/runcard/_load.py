@@ -352,6 +352,12 @@ _BOUNDS = {
 }
 
 
+def _optional(parent: Any, loc: tuple[Any, ...]) -> bool:
+    """Whether the key at ``loc`` may be left out (its model gives it a default)."""
+    fields = parent.model_fields if _is_model(parent) else {}
+    return bool(loc) and loc[-1] in fields and not fields[loc[-1]].is_required()
+
+
 def _message(error: dict[str, Any], leaf: Any, parent: Any) -> str:
     """One pydantic error as a sentence: what was expected, what was found."""
     kind = error["type"]
@@ -377,7 +383,7 @@ def _message(error: dict[str, Any], leaf: Any, parent: Any) -> str:
         return f"expected one of {shown}; got {_describe(value)}{_suggest(value, choices)}"
     if kind in _TYPE_NAMES:
         text = f"expected {_TYPE_NAMES[kind]}, got {_describe(value)}"
-        if kind in ("model_type", "dict_type") and value is None:
+        if kind in ("model_type", "dict_type") and value is None and _optional(parent, loc):
             text += " (leave the section out to use its defaults)"
         if kind == "int_type" and isinstance(value, float) and value.is_integer():
             text += f" (write {int(value)})"

@@ -230,6 +230,21 @@ def test_scan_section_is_required_for_a_scan_runcard() -> None:
     assert excinfo.value.problems == [("scan", "required key is missing")]
 
 
+@pytest.mark.parametrize(
+    ("card", "key"), [({"scan": None}, "scan"), ({"scan": {"space": None}}, "scan.space")]
+)
+def test_a_required_section_left_empty_is_not_said_to_be_optional(card, key) -> None:
+    """Leaving out `scan` or `scan.space`, as an optional section's hint would advise, fails."""
+    with pytest.raises(RuncardError) as excinfo:
+        scan_runcard_from_dict(card, source="x")
+    assert excinfo.value.problems == [(key, "expected a mapping, got null")]
+    with pytest.raises(RuncardError) as excinfo:
+        parse_scan_runcard(FULL + "stopping: null\n")
+    assert excinfo.value.problems == [
+        ("stopping", "expected a mapping, got null (leave the section out to use its defaults)")
+    ]
+
+
 def test_with_settings() -> None:
     base = fit_part(parse_scan_runcard(FULL))
     data = with_settings(base, {"epochs": 10, "optimizer.name": "sgd"})
