@@ -18,6 +18,7 @@ import difflib
 import functools
 import math
 import os
+import random
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin
@@ -683,19 +684,77 @@ class ScanRuncard(FitRuncard):
             )
         base = fit_part(self)
         for loc, settings in _probes(space):
-            try:
-                FitRuncard.model_validate(with_settings(base, settings))
-            except ValidationError as err:
-                shown = " and ".join(f"{path} = {_show(v)}" for path, v in settings.items())
-                why = "; ".join(
-                    f"{where}: {what}" if where else what
-                    for where, what in _problems(FitRuncard, err)
-                )
+            why = _invalid_because(base, settings)
+            if why is not None:
                 problems.append(
-                    (("scan", "space", *loc), f"with {shown} the fit runcard is invalid: {why}")
+                    (
+                        ("scan", "space", *loc),
+                        f"with {_shown(settings)} the fit runcard is invalid: {why}",
+                    )
                 )
+        if not problems and len(space.parameters) > 1:
+            problems += _no_valid_combination(base, space.parameters)
         fail_at(problems, self)
         return self
+
+
+def _shown(settings: Mapping[str, Any]) -> str:
+    return " and ".join(f"{path} = {_show(value)}" for path, value in settings.items())
+
+
+def _invalid_because(base: dict[str, Any], settings: Mapping[str, Any]) -> str | None:
+    """Why the base runcard with ``settings`` is not a valid fit runcard; None if it is."""
+    try:
+        FitRuncard.model_validate(with_settings(base, settings))
+    except ValidationError as err:
+        return "; ".join(
+            f"{where}: {what}" if where else what for where, what in _problems(FitRuncard, err)
+        )
+    return None
+
+
+#: Joint draws tried once every single searched value passes: a rule spanning fields (say
+#: positivity.max >= initial) may still fail for every combination, which would trash every
+#: trial of the study. Seeded, so a runcard's verdict never changes; a space refused needs
+#: all of them to fail, so one whose valid part is merely small still passes.
+JOINT_DRAWS = 256
+
+
+def _draw(dist: Range | Choices, rng: random.Random) -> Any:
+    if isinstance(dist, Choices):
+        return rng.choice(dist.choices)
+    if dist.log:
+        value = math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
+    else:
+        value = rng.uniform(dist.low, dist.high)
+    if dist.step is not None:
+        value = dist.low + round((value - dist.low) / dist.step) * dist.step
+    if dist.is_int:
+        return round(value)
+    # three digits are plenty to probe the rules, and keep the example in a message readable
+    return min(max(float(f"{value:.3g}"), dist.low), dist.high)
+
+
+def _no_valid_combination(
+    base: dict[str, Any], parameters: Mapping[str, Range | Choices]
+) -> list[tuple[tuple[Any, ...], str]]:
+    rng = random.Random(0)
+    first: tuple[dict[str, Any], str] | None = None
+    for _ in range(JOINT_DRAWS):
+        settings = {path: _draw(dist, rng) for path, dist in parameters.items()}
+        why = _invalid_because(base, settings)
+        if why is None:
+            return []
+        first = first or (settings, why)
+    assert first is not None
+    settings, why = first
+    return [
+        (
+            ("scan", "space", "parameters"),
+            f"no combination of the searched values makes a valid fit runcard ({JOINT_DRAWS} "
+            f"drawn, none valid); e.g. with {_shown(settings)}: {why}",
+        )
+    ]
 
 
 def _values(dist: Range | Choices) -> Iterator[tuple[tuple[Any, ...], Any]]:

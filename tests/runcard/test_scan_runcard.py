@@ -245,6 +245,30 @@ def test_a_required_section_left_empty_is_not_said_to_be_optional(card, key) -> 
     ]
 
 
+def _positivity_space(max_high: float) -> str:
+    return FIT.replace("positivity: {initial: 10, max: 1.0e5}\n", "") + (
+        "scan:\n  space:\n    parameters:\n"
+        "      positivity.initial: {low: 5.0e5, high: 9.0e5}\n"
+        f"      positivity.max: {{low: 2.0e5, high: {max_high}}}\n"
+    )
+
+
+def test_a_space_with_no_valid_combination_is_refused() -> None:
+    """Each value passes alone, but every max is below every initial: every trial would be
+    trashed."""
+    with pytest.raises(RuncardError) as excinfo:
+        parse_scan_runcard(_positivity_space(4.0e5))
+    [(where, message)] = excinfo.value.problems
+    assert where == "scan.space.parameters"
+    assert message.startswith(
+        "no combination of the searched values makes a valid fit runcard (256 drawn, none "
+        "valid); e.g. with positivity.initial = "
+    )
+    assert "positivity.max: must be >= initial" in message
+    # Where some combinations are valid, the others are trashed trial by trial, by design.
+    parse_scan_runcard(_positivity_space(6.0e5))
+
+
 def test_with_settings() -> None:
     base = fit_part(parse_scan_runcard(FULL))
     data = with_settings(base, {"epochs": 10, "optimizer.name": "sgd"})
