@@ -176,7 +176,10 @@ class Trainer:
 
     def advance(self, n_steps: int) -> SyncReport:
         """Run up to `n_steps` steps in one device call (fewer if every member stops)."""
-        step, chi2, status = self._run_steps(tf.constant(n_steps, tf.int32))
+        # The concrete function ignores tf.config.run_functions_eagerly(True): honour it here,
+        # for debugging and for the test that the compiled loop equals the eager one.
+        run = self._steps if tf.config.functions_run_eagerly() else self._run_steps
+        step, chi2, status = run(tf.constant(n_steps, tf.int32))
         chi2 = chi2.numpy()
         points = self.model.points_per_category
         return SyncReport(
