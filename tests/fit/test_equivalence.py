@@ -67,6 +67,27 @@ def test_batched_fit_equals_separate_fits(batched, make_card):
             np.testing.assert_allclose(values[m], alone.chi2_per_point[name][0], rtol=1e-6)
 
 
+def test_k_fold_members_equal_their_separate_fits(make_card):
+    """Folds × replicas in one batch: each member is its replica fitted without its fold's
+    datasets, as one fold fitted alone is (splits are drawn per replica, not per member)."""
+    folds = [["TOY_HERA_NC_F2P", "TOY_NUTEV_XF3WP"], ["TOY_HERA_CC_F2WP", "TOY_GLUON"]]
+    result = run_fit(make_card(**{**STABLE, "replicas": [1, 2]}, folds=folds))
+    assert result.folds.tolist() == [0, 0, 1, 1] and result.replicas.tolist() == [1, 2, 1, 2]
+    for m in range(result.n_members):
+        fold, replica = int(result.folds[m]), int(result.replicas[m])
+        alone = run_fit(make_card(**{**STABLE, "replicas": [replica]}, folds=[folds[fold]]))
+        assert (alone.best_epoch[0], alone.stop_epoch[0], alone.status[0]) == (
+            result.best_epoch[m],
+            result.stop_epoch[m],
+            result.status[m],
+        )
+        for batched_weights, alone_weights in zip(result.params, alone.params, strict=True):
+            np.testing.assert_allclose(batched_weights[m], alone_weights[0], rtol=0, atol=1e-6)
+        for name, values in result.chi2_per_point.items():
+            np.testing.assert_allclose(values[m], alone.chi2_per_point[name][0], rtol=1e-6)
+        assert np.isfinite(result.chi2_per_point["held_out"][m])
+
+
 def test_members_never_couple(make_card):
     """Same batch shape, one member sabotaged (NaN weights, then an absurd learning rate):
     every other member's trajectory is bitwise the same, stops and chaotic members included."""
