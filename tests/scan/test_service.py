@@ -884,15 +884,18 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
 def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
     """A k-fold trial's value is the mean over folds of the mean over replicas of the held-out
     chi2 per point. Its exported runcard carries the folds, so `hyperscan fit` refits the same
-    folds × replicas members and gives the value back (1e-6 relative, as above)."""
+    folds × replicas members and gives the value back (1e-6 relative, as above), here with
+    the loop compiled by XLA, as studies run it by default."""
     url = str(tmp_path / "scan.journal")
     folds = [["TOY_HERA_NC_F2P", "TOY_NUTEV_XF3WP"], ["TOY_HERA_CC_F2WP", "TOY_GLUON"]]
     card = scan_card(
-        scan={"trials": 2, "replicas": 2, "folds": folds, "objective": {"chi2": "held_out"}}
+        scan={"trials": 2, "replicas": 2, "folds": folds, "objective": {"chi2": "held_out"}},
+        training={"jit": True},
     )
     best, _ = scan_and_export(url, "kfold", card, tmp_path, workers)
     trial = load_study(open_storage(url), "kfold").best_trial
     runcard = load_fit_runcard(best)
+    assert runcard.training.jit
     assert [list(fold) for fold in runcard.folds] == folds
     assert "# folds: the trial's k-fold ensemble" in best.read_text()
 
