@@ -373,12 +373,14 @@ def scan(
         counts_line,
         create_study,
         default_output,
+        explained_storage_errors,
         export_best,
         fail_stale_trials,
         finished_trials,
         open_storage,
         open_study,
         start_workers,
+        storage_url,
         supervise,
         usable_cores,
         write_atomically,
@@ -397,10 +399,11 @@ def scan(
         handle = open_storage(storage, create=True)
         _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
         setup = open_study(handle, name)
+        with explained_storage_errors(handle):
+            left = card.scan.trials - finished_trials(setup.study)  # failing stale ones keeps it
+            fail_stale_trials(setup.study, requeue=left > 0)
     except _scan_errors() as error:
         fail(str(error))
-    left = card.scan.trials - finished_trials(setup.study)  # failing stale trials keeps it
-    fail_stale_trials(setup.study, requeue=left > 0)
     workers = max(0, min(workers, left))  # a worker more than the trials left only starts
     click.echo(
         f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "
@@ -408,10 +411,15 @@ def scan(
         + ("" if left > 0 else " (budget already spent)")
     )
     processes = start_workers(name, storage, workers, card.training.threads) if workers else []
-    codes, interrupted = supervise(processes, setup.study, click.echo) if processes else ([], False)
-    click.echo(f"trials: {counts_line(setup.study)}")
+    codes, interrupted = (
+        supervise(processes, setup.study, click.echo, storage_url(handle))
+        if processes
+        else ([], False)
+    )
     try:
-        trial, text = export_best(setup)
+        with explained_storage_errors(handle):
+            click.echo(f"trials: {counts_line(setup.study)}")
+            trial, text = export_best(setup)
         write_atomically(output, text, force=True)
     except _scan_errors() as error:
         if interrupted:

@@ -14,7 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan.scan._status import state_counts
-from hyperscan.scan._storage import STORAGE_ENV, resolve_url
+from hyperscan.scan._storage import STORAGE_ENV, describe_error, resolve_url, transient_error
 from hyperscan.scan._trial_attrs import REQUEUED_ATTR, trashed
 
 POLL_SECONDS = 1.0
@@ -58,20 +58,31 @@ def supervise(
     processes: list[subprocess.Popen],
     study: optuna.Study,
     echo: Callable[[str], None],
+    url: str,
 ) -> tuple[list[int], bool]:
     """Print each trial as it finishes until every worker exits.
 
     Ctrl-C or SIGTERM (a batch system's) stops the workers cleanly: their running trials end
-    at the next sync and are re-queued. Returns the workers' exit codes and whether they were
-    stopped so.
+    at the next sync and are re-queued. A storage outage is waited out, as the workers wait
+    it out. Returns the workers' exit codes and whether they were stopped so.
     """
     shown: set[int] = set()
-    stopping = False
+    stopping = unreachable = False
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         while True:
             try:
-                for trial in study.get_trials(deepcopy=False):
+                try:
+                    trials = study.get_trials(deepcopy=False)
+                except Exception as error:
+                    if not transient_error(error):
+                        raise
+                    if not unreachable:
+                        echo(f"{describe_error(error, url)}; the workers wait for it")
+                    unreachable, trials = True, []
+                else:
+                    unreachable = False
+                for trial in trials:
                     if trial.state.is_finished() and trial.number not in shown:
                         shown.add(trial.number)
                         echo(trial_line(trial))

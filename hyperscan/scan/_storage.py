@@ -271,6 +271,20 @@ def transient_error(exc: BaseException) -> bool:
     return any(isinstance(e, transient) for e in _chain(exc))
 
 
+@contextmanager
+def explained_storage_errors(storage: BaseStorage) -> Iterator[None]:
+    """A dropped connection outside a trial (a worker re-queues the trial it cut short itself)
+    ends the caller with its cause as a :class:`StorageError`, not with Optuna's traceback."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        if not transient_error(error):
+            raise
+        raise describe_error(error, storage_url(storage)) from error
+
+
 def _host(url: str) -> str:
     try:
         parsed = sqlalchemy.engine.make_url(url)

@@ -24,6 +24,7 @@ from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._status import FINISHED, finished_trials
 from hyperscan.scan._storage import (
     describe_error,
+    explained_storage_errors,
     fail_stale_trials,
     load_study,
     requeue_cut_short,
@@ -138,18 +139,19 @@ def run_worker(
     by default, the process id.
     """
     deadline = None if stop_after is None else time.monotonic() + stop_after
-    setup = setup if setup is not None else open_study(storage, study_name)
-    problem = study_problem(setup)
-    runcard = setup.runcard
-    study = load_study(
-        storage,
-        study_name,
-        sampler=make_sampler(runcard, _salt(setup, sampler_salt)),
-        pruner=make_pruner(runcard),
-    )
-    budget = runcard.scan.trials
-    finished = finished_trials(study)  # failing stale trials does not change it
-    fail_stale_trials(study, requeue=finished < budget)
+    with explained_storage_errors(storage):
+        setup = setup if setup is not None else open_study(storage, study_name)
+        problem = study_problem(setup)
+        runcard = setup.runcard
+        study = load_study(
+            storage,
+            study_name,
+            sampler=make_sampler(runcard, _salt(setup, sampler_salt)),
+            pruner=make_pruner(runcard),
+        )
+        budget = runcard.scan.trials
+        finished = finished_trials(study)  # failing stale trials does not change it
+        fail_stale_trials(study, requeue=finished < budget)
     if finished >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 
@@ -167,8 +169,9 @@ def run_worker(
         walltime.update(expected=expected, left=max(left, 0.0))
         return True
 
-    if out_of_walltime():
-        return _report(0, False, study, budget, walltime)
+    with explained_storage_errors(storage):
+        if out_of_walltime():
+            return _report(0, False, study, budget, walltime)
 
     stop = threading.Event()
     objective = Objective(runcard, problem, stop)
@@ -234,7 +237,8 @@ def run_worker(
                         requeue_cut_short(study, objective.last_trial_id)
                         objective.last_trial_id = None
     optuna_log.removeFilter(quiet)
-    return _report(done, stop.is_set(), study, budget, walltime)
+    with explained_storage_errors(storage):
+        return _report(done, stop.is_set(), study, budget, walltime)
 
 
 class _QuietStops(logging.Filter):

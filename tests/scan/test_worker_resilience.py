@@ -4,6 +4,8 @@ still ran, a storage outage mid-trial, dead workers' trials in a study whose bud
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 import warnings
 
@@ -16,6 +18,7 @@ from optuna.trial import TrialState
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
     ScanError,
+    StorageError,
     _objective,
     _worker,
     create_study,
@@ -25,6 +28,7 @@ from hyperscan.scan import (
     run_worker,
     status_text,
 )
+from hyperscan.scan._local import supervise
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR
 
 TINY_SCAN = {
@@ -108,6 +112,59 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
         if t.number > 0 and t.system_attrs.get("retry_history") == [0]
     )
     assert f"retried: 0 → {retried} (worker lost)" in status_text(open_study(storage, "o"))
+
+
+def _dropped_connection() -> StorageInternalError:
+    """What Optuna raises when the database goes away under a query."""
+    try:
+        raise sqlalchemy.exc.OperationalError(
+            "SELECT trials", {}, Exception("server closed the connection unexpectedly")
+        )
+    except sqlalchemy.exc.OperationalError as cause:
+        try:
+            raise StorageInternalError("invalid data in the commit") from cause
+        except StorageInternalError as error:
+            return error
+
+
+def test_a_storage_outage_as_a_worker_starts_is_a_message(tmp_path, monkeypatch):
+    """Before its first trial (while TensorFlow loads, seconds) a worker has no trial to
+    re-queue: a dropped connection ends it with the driver's cause, not Optuna's traceback."""
+    create_study(
+        scan_runcard_from_dict(TINY_SCAN), _storage(tmp_path / "s.journal", create=True), "o"
+    )
+    storage = _storage(tmp_path / "s.journal")
+
+    def gone(*args, **kwargs):
+        raise _dropped_connection()
+
+    monkeypatch.setattr(storage, "get_all_trials", gone)
+    with pytest.raises(StorageError) as info:
+        run_worker("o", storage)
+    assert "server closed the connection unexpectedly" in str(info.value)
+    assert "invalid data in the commit" not in str(info.value)
+
+
+def test_the_scan_supervisor_waits_out_a_storage_outage():
+    """`hyperscan scan` polls the study while its workers run: an outage is said once and
+    waited out, as the workers wait it out, instead of ending the scan and orphaning them."""
+    finished = optuna.trial.create_trial(value=1.0)
+    answers = [_dropped_connection(), _dropped_connection(), [finished]]
+
+    class Study:
+        def get_trials(self, deepcopy=True):
+            answer = answers.pop(0) if answers else [finished]
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
+    lines: list[str] = []
+    codes, interrupted = supervise([worker], Study(), lines.append, "postgresql://db/scans")
+    assert (codes, interrupted) == ([0], False)
+    assert "server closed the connection unexpectedly (storage: postgresql://db/scans)" in lines[0]
+    assert lines[0].endswith("; the workers wait for it")
+    assert lines[1:] == [f"trial {finished.number}: 1.0000 {{}}"]
 
 
 def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, caplog):
