@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -226,36 +229,39 @@ def worker(
             f"--grace-period ({grace_period} s) must exceed --heartbeat-interval "
             f"({heartbeat_interval} s), or live trials would be failed as stale"
         )
-    try:
-        handle = open_storage(
-            storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
-        )
-        # An unknown study fails here, in a second, not after TensorFlow's import.
-        setup = open_study(handle, name)
-        if threads is None:  # the study's runcard may pin them (training.threads)
-            threads = setup.runcard.training.threads
-    except _scan_errors() as error:
-        fail(str(error))
-    configure_or_fail(device, threads)
-    from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
+    with _stopped_before_trials():
+        try:
+            handle = open_storage(
+                storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
+            )
+            # An unknown study fails here, in a second, not after TensorFlow's import.
+            setup = open_study(handle, name)
+            if threads is None:  # the study's runcard may pin them (training.threads)
+                threads = setup.runcard.training.threads
+        except _scan_errors() as error:
+            fail(str(error))
+        configure_or_fail(device, threads)
+        from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
 
-    def show(trial) -> None:
-        if not quiet:
-            click.echo(trial_line(trial))
+        def show(trial) -> None:
+            if not quiet:
+                click.echo(trial_line(trial))
 
-    try:
-        report = run_worker(
-            name,
-            handle,
-            n_trials=n_trials,
-            timeout=timeout,
-            stop_after=None if stop_after is None else stop_after - (time.monotonic() - started),
-            on_trial=show,
-            setup=setup,
-            sampler_salt=sampler_salt,
-        )
-    except _scan_errors() as error:
-        fail(str(error))
+        try:
+            report = run_worker(
+                name,
+                handle,
+                n_trials=n_trials,
+                timeout=timeout,
+                stop_after=None
+                if stop_after is None
+                else stop_after - (time.monotonic() - started),
+                on_trial=show,
+                setup=setup,
+                sampler_salt=sampler_salt,
+            )
+        except _scan_errors() as error:
+            fail(str(error))
     why = (
         "stopped by signal"
         if report.stopped_by_signal
@@ -267,6 +273,25 @@ def worker(
     )
     trials = f"{report.trials} trial" + ("" if report.trials == 1 else "s")
     click.echo(f"worker done: {trials}, {why}")  # even with --quiet: a batch log's last word
+
+
+@contextmanager
+def _stopped_before_trials() -> Iterator[None]:
+    """SIGTERM or Ctrl-C while a worker starts (TensorFlow's import, the data: seconds) end it
+    as during a trial: exit 0 with its closing line, not 143 or click's "Aborted!". Once trials
+    run, the worker's own handlers stop them at the next sync instead."""
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    except KeyboardInterrupt:
+        click.echo("worker done: 0 trials, stopped by signal")
+        sys.exit(0)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _interrupted(message: str) -> NoReturn:

@@ -33,6 +33,7 @@ from _waiting import wait_for
 from click.testing import CliRunner, Result
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.cli import _scan as _scan_cli
 from hyperscan.cli import main
 from hyperscan.runcard import FitRuncard, load_fit_runcard
 from hyperscan.scan import (
@@ -639,6 +640,28 @@ def test_worker_refuses_values_that_would_pass_for_none(tmp_path, monkeypatch, a
     result = cli("worker", "--study", "s", *args)
     assert result.exit_code == 2 and message in result.output, result.output
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_a_worker_stopped_while_it_starts_exits_0(tmp_path, monkeypatch, how):
+    """TensorFlow's import takes seconds: a batch system's SIGTERM then ends the worker as one
+    during a trial does (exit 0 and the closing line), not with 143 or click's "Aborted!"."""
+    url = str(tmp_path / "scan.journal")
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+
+    def stopped_while_importing(device, threads):
+        if how == "SIGTERM":
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler interrupts this
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_scan_cli, "configure_or_fail", stopped_while_importing)
+    before = signal.getsignal(signal.SIGTERM)
+    result = cli("worker", "--study", "s", "--storage", url)
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("worker done: 0 trials, stopped by signal\n")
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert not load_study(open_storage(url), "s").get_trials()
 
 
 def test_study_create_refuses_an_empty_name(tmp_path):
