@@ -15,6 +15,7 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._storage import (
     describe_error,
+    fail_stale_trials,
     load_study,
     open_storage,
     resolve_url,
@@ -38,12 +39,16 @@ def copy_study(
         raise ScanError("source and destination are the same study; give another --as NAME")
     source = open_storage(source_url)
     study = load_study(source, name)
+    # As a worker would: else a dead worker's trial in a study whose budget the others spent
+    # stays RUNNING, and no worker comes to fail it. Not re-queued: the copy's next worker
+    # draws a trial of its own if the budget still needs one.
+    fail_stale_trials(study, requeue=False)
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if running:
         numbers = ", ".join(str(trial.number) for trial in running)
         raise ScanError(
             f"study {name!r} has running trials ({numbers}): stop its workers first; a trial "
-            "whose worker died is failed and re-queued by the next worker after the grace period"
+            "whose worker died is failed once it has sent no heartbeat for the grace period"
         )
     target = open_storage(target_url, create=True)
     where = storage_url(target)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import TrialState
 
+from hyperscan.scan._storage import stale_trial_ids
 from hyperscan.scan._study import StudySetup
 from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, WORKER_ATTR, trashed
 
@@ -65,9 +66,16 @@ def status_text(setup: StudySetup) -> str:
     running = [t for t in trials if t.state == TrialState.RUNNING]
     if running:
         lines.append("running:")
+        lost = set(stale_trial_ids(study))
         for trial in running:
             worker = trial.user_attrs.get(WORKER_ATTR, "?")
-            lines.append(f"  trial {trial.number} on {worker}, started {_age(trial, now)} ago")
+            line = f"  trial {trial.number} on {worker}, started {_age(trial, now)} ago"
+            if trial._trial_id in lost:
+                line += (
+                    ": no heartbeat for the grace period, its worker is lost (the next worker "
+                    "started on the study fails it)"
+                )
+            lines.append(line)
     bad = [t for t in trials if trashed(t)]
     if bad:
         lines.append("trashed:")

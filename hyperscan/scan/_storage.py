@@ -813,6 +813,14 @@ def open_storage(
             return _open_rdb(resolved, **options)
 
 
+def stale_trial_ids(study: optuna.Study) -> list[int]:
+    """The RUNNING trials whose heartbeat stopped for the grace period: their worker is lost."""
+    storage = study._storage
+    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
+        return []
+    return list(storage._get_stale_trial_ids(study._study_id))
+
+
 def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
     """Fail the RUNNING trials whose heartbeat stopped (their worker died); re-queue them only
     if the budget still needs them, else a queued copy would wait for a worker that never comes.
@@ -826,9 +834,7 @@ def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
             optuna.storages.fail_stale_trials(study)
             return
     storage = study._storage
-    if not isinstance(storage, BaseHeartbeat) or not is_heartbeat_enabled(storage):
-        return
-    for trial_id in storage._get_stale_trial_ids(study._study_id):
+    for trial_id in stale_trial_ids(study):
         with suppress(optuna.exceptions.UpdateFinishedTrialError):  # another process did it
             if storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
                 trial = storage.get_trial(trial_id)

@@ -19,6 +19,7 @@ from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
     ScanError,
     StorageError,
+    _copy,
     _objective,
     _worker,
     create_study,
@@ -28,6 +29,7 @@ from hyperscan.scan import (
     run_worker,
     status_text,
 )
+from hyperscan.scan._copy import copy_study
 from hyperscan.scan._local import supervise
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR
 
@@ -191,6 +193,35 @@ def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, 
     assert states == [TrialState.COMPLETE, TrialState.FAIL]
     assert f"trial {orphan.number} (worker ?) sent no heartbeat" in caplog.text
     assert "not re-queued (the budget is spent)" in caplog.text
+
+
+def test_a_dead_workers_trial_after_the_budget_is_shown_lost_and_copied_failed(
+    tmp_path, monkeypatch
+):
+    """The other workers spent the budget before the grace period ran out, so no worker
+    comes to fail the dead one's trial: `study status` says it is lost, and `study copy` fails
+    it as a worker would, instead of refusing the study for ever."""
+    path = tmp_path / "s.journal"
+    storage = _storage(path, create=True)
+    card = {**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}
+    create_study(scan_runcard_from_dict(card), storage, "d")
+    study = load_study(storage, "d")
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        orphan = study.ask()
+    storage.record_heartbeat(orphan._trial_id)
+    assert "its worker is lost" not in status_text(open_study(storage, "d"))
+    time.sleep(2.5)
+    shown = status_text(open_study(_storage(path), "d"))
+    assert f"trial {orphan.number} on ?, started 0m0" in shown
+    assert (
+        "s ago: no heartbeat for the grace period, its worker is lost (the next worker started "
+        "on the study fails it)"
+    ) in shown
+    monkeypatch.setattr(_copy, "open_storage", lambda url, **kw: _storage(url, **kw))
+    copy = copy_study(str(path), str(tmp_path / "copy.journal"), "d")
+    assert [t.state for t in copy.get_trials()] == [TrialState.COMPLETE, TrialState.FAIL]
 
 
 def test_a_study_of_another_engine_revision_gets_no_trials_from_this_worker(tmp_path):
