@@ -149,14 +149,16 @@ def test_missing_runcard_exits_2(tmp_path):
 def test_an_output_that_cannot_be_written_is_refused_before_fitting(
     tmp_path, monkeypatch, target, message
 ):
-    monkeypatch.chdir(tmp_path)
-    runcard = _write(tmp_path / "fit.yml", TINY)
-    (tmp_path / "a-file").write_text("")
+    runcard = _write(tmp_path / "fit.yml", TINY)  # outside ".", else refused as held by it
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    (work / "a-file").write_text("")
     result = CliRunner().invoke(main, ["fit", str(runcard), "-o", target, "--force"])
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert "members" not in result.output  # refused before the fit, not after it
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "fit.yml"]
+    assert sorted(p.name for p in work.iterdir()) == ["a-file"]
 
 
 def test_a_scan_runcard_is_pointed_to_hyperscan_scan(tmp_path):
