@@ -17,6 +17,7 @@ from hyperscan.runcard import (
     RuncardError,
     ScanRuncard,
     dump_runcard,
+    joint_space_problems,
     parse_scan_runcard,
 )
 from hyperscan.scan._storage import load_study, storage_url, study_names
@@ -65,6 +66,7 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
             problems += [(key, message) for _, message in found]
     if runcard.scan.objective.chi2 == "validation":
         problems += _validation_points(runcard)
+    problems += joint_space_problems(runcard)
     missing = [
         package
         for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())

@@ -15,6 +15,7 @@ from hyperscan.runcard import (
     ScanRuncard,
     dump_runcard,
     fit_part,
+    joint_space_problems,
     load_fit_runcard,
     load_runcard,
     load_scan_runcard,
@@ -245,28 +246,36 @@ def test_a_required_section_left_empty_is_not_said_to_be_optional(card, key) -> 
     ]
 
 
-def _positivity_space(max_high: float) -> str:
+def _positivity_space(initial: tuple[float, float], maximum: tuple[float, float]) -> str:
     return FIT.replace("positivity: {initial: 10, max: 1.0e5}\n", "") + (
         "scan:\n  space:\n    parameters:\n"
-        "      positivity.initial: {low: 5.0e5, high: 9.0e5}\n"
-        f"      positivity.max: {{low: 2.0e5, high: {max_high}}}\n"
+        f"      positivity.initial: {{low: {initial[0]}, high: {initial[1]}}}\n"
+        f"      positivity.max: {{low: {maximum[0]}, high: {maximum[1]}}}\n"
     )
 
 
-def test_a_space_with_no_valid_combination_is_refused() -> None:
+def test_a_space_with_no_valid_combination_is_found() -> None:
     """Each value passes alone, but every max is below every initial: every trial would be
-    trashed."""
-    with pytest.raises(RuncardError) as excinfo:
-        parse_scan_runcard(_positivity_space(4.0e5))
-    [(where, message)] = excinfo.value.problems
+    trashed. Found for a new study (`study create`, `scan`); the schema itself, which also
+    reads stored studies, accepts the space."""
+    runcard = parse_scan_runcard(_positivity_space((5.0e5, 9.0e5), (2.0e5, 4.0e5)))
+    [(where, message)] = joint_space_problems(runcard)
     assert where == "scan.space.parameters"
     assert message.startswith(
-        "no combination of the searched values makes a valid fit runcard (256 drawn, none "
-        "valid); e.g. with positivity.initial = "
+        "none of 256 draws from the space makes a valid fit runcard, so nearly every trial "
+        "would be trashed; e.g. with positivity.initial = "
     )
     assert "positivity.max: must be >= initial" in message
-    # Where some combinations are valid, the others are trashed trial by trial, by design.
-    parse_scan_runcard(_positivity_space(6.0e5))
+
+
+@pytest.mark.parametrize(
+    ("initial", "maximum"),
+    [((5.0e5, 9.0e5), (2.0e5, 6.0e5)), ((1000.1, 1000.9), (1000.05, 1000.95))],
+)
+def test_a_space_with_valid_combinations_passes(initial, maximum) -> None:
+    """Where some combinations are valid, the others are trashed trial by trial, by design;
+    narrow ranges are drawn at full precision, not rounded onto one invalid value."""
+    assert joint_space_problems(parse_scan_runcard(_positivity_space(initial, maximum))) == []
 
 
 def test_with_settings() -> None:
