@@ -125,16 +125,24 @@ def check_not_an_input(output: Path, storage: str | None, runcard: Path | None =
 
     inputs = {"the storage's file": storage_file(storage), "the scan runcard": runcard}
     for what, path in inputs.items():
-        if path is not None and output.resolve() == path.resolve():
+        if path is not None and _resolved(output) == _resolved(path):
             fail(f"{output} is {what}; give another file")
 
 
 def check_keeps_runcard(outdir: Path, runcard: Path) -> None:
     """Fail when ``outdir``, which ``--force`` replaces as a whole, is or holds ``runcard``."""
-    target, source = outdir.resolve(), runcard.resolve()
+    target, source = _resolved(outdir), _resolved(runcard)
     if target == source or target in source.parents:
         verb = "is" if target == source else "holds"
         fail(f"{outdir} {verb} the runcard {runcard}; give another folder")
+
+
+def _resolved(path: Path) -> Path:
+    """The real path; a symlink loop stays as given, for `check_target` to refuse by name."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path.absolute()
 
 
 def _target_problem(path: Path, force: bool) -> str | None:

@@ -110,6 +110,7 @@ def study_status(name: str, storage: str | None) -> None:
     "--from",
     "source",
     required=True,
+    callback=not_blank,
     metavar="URL",
     help="Storage holding the study: a journal file path or a URL.",
 )
@@ -117,11 +118,14 @@ def study_status(name: str, storage: str | None) -> None:
     "--to",
     "target",
     required=True,
+    callback=not_blank,
     metavar="URL",
     help="Storage to copy into (its schema is created if needed).",
 )
 @study_option
-@click.option("--as", "new_name", help="Name in the destination (default: the same).")
+@click.option(
+    "--as", "new_name", callback=not_blank, help="Name in the destination (default: the same)."
+)
 def study_copy(source: str, target: str, name: str, new_name: str | None) -> None:
     """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
     storage, e.g. from the embedded journal to PostgreSQL. Stop its workers first.

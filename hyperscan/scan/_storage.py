@@ -137,7 +137,7 @@ def resolve_url(url: str | None) -> str:
             url,
         )
     if scheme == "sqlite":
-        if rest in ("", "/", "/:memory:"):
+        if _in_memory(url):
             raise StorageError(
                 "an in-memory SQLite database keeps nothing and no other process sees it; "
                 "give a file, sqlite:///path.db",
@@ -145,6 +145,21 @@ def resolve_url(url: str | None) -> str:
             )
         return url
     raise StorageError(f"unsupported storage URL scheme {scheme!r}; use {_ACCEPTED}", url)
+
+
+def _in_memory(url: str) -> bool:
+    """Whether an SQLite URL names a database that lives in its process (SQLite's own forms)."""
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        return False  # a malformed URL: sqlalchemy says what is wrong with it when opening
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or database.startswith("file::memory:")
+        or parsed.query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
 
 
 def storage_file(url: str | None) -> Path | None:

@@ -136,6 +136,16 @@ def test_bad_runcard_exits_2_with_the_key_and_no_traceback(tmp_path, card, fragm
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("force", [[], ["--force"]])
+def test_an_output_that_is_a_symlink_loop_is_refused(tmp_path, force):
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(loop), *force])
+    assert result.exit_code == 2 and result.output.startswith(f"error: {loop} "), result.output
+    assert "Traceback" not in result.output and loop.is_symlink()
+
+
 def test_missing_runcard_exits_2(tmp_path):
     result = CliRunner().invoke(main, ["fit", str(tmp_path / "nope.yml"), "-o", "out"])
     assert result.exit_code == 2

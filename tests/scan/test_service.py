@@ -664,6 +664,15 @@ def test_a_worker_stopped_while_it_starts_exits_0(tmp_path, monkeypatch, how):
     assert not load_study(open_storage(url), "s").get_trials()
 
 
+@pytest.mark.parametrize("option", ["--from", "--to", "--as"])
+def test_study_copy_refuses_an_empty_storage_or_name(tmp_path, monkeypatch, option):
+    monkeypatch.chdir(tmp_path)
+    values = {"--from": "a.journal", "--to": "b.journal", "--as": "t", option: ""}
+    result = cli("study", "copy", "--study", "s", *[x for kv in values.items() for x in kv])
+    assert result.exit_code == 2 and f"'{option}': is empty" in result.output, result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_study_create_refuses_an_empty_name(tmp_path):
     runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
     url = str(tmp_path / "scan.journal")

@@ -555,7 +555,17 @@ def test_a_device_or_a_pipe_is_refused_as_a_journal(tmp_path):
                 open_storage(str(path), create=create)
 
 
-@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///", "sqlite:///:memory:"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite://",
+        "sqlite:///",
+        "sqlite:///:memory:",
+        "sqlite:///:memory:?cache=shared",
+        "sqlite://?cache=shared",
+        "sqlite:///file:mem1?mode=memory&uri=true",
+    ],
+)
 def test_an_in_memory_sqlite_database_is_refused(url):
     """`study create` would say "created" of a study that ends with its process."""
     with pytest.raises(StorageError, match="an in-memory SQLite database keeps nothing"):
