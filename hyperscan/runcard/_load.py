@@ -109,7 +109,7 @@ _Loader.add_constructor(_INT_TAG, _Loader.construct_yaml_int)
 
 
 class _Dumper(yaml.SafeDumper):
-    """Safe dumper that quotes any string :class:`_Loader` would read as a float."""
+    """Safe dumper that quotes any string :class:`_Loader` would read as a number."""
 
     yaml_implicit_resolvers = _Loader.yaml_implicit_resolvers
 
@@ -353,9 +353,10 @@ _BOUNDS = {
 
 
 def _optional(parent: Any, loc: tuple[Any, ...]) -> bool:
-    """Whether the key at ``loc`` may be left out (its model gives it a default)."""
-    fields = parent.model_fields if _is_model(parent) else {}
-    return bool(loc) and loc[-1] in fields and not fields[loc[-1]].is_required()
+    """Whether the key at ``loc`` is a field its model gives a default. Not an entry of a
+    mapping: leaving out `scan.space.optimizer.adam` would not search adam with defaults."""
+    field = parent.model_fields.get(loc[-1]) if _is_model(parent) and loc else None
+    return field is not None and not field.is_required()
 
 
 def _message(error: dict[str, Any], leaf: Any, parent: Any) -> str:
