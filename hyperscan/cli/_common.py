@@ -49,6 +49,21 @@ storage_option = click.option(
 )
 
 study_option = click.option("--study", "name", required=True, help="Study name.")
+
+
+def grace_period_option(help: str):
+    """Workers, and the commands that judge their trials, read the grace period alike."""
+    return click.option(
+        "--grace-period",
+        type=click.IntRange(min=2),
+        default=600,
+        show_default=True,
+        envvar="HYPERSCAN_GRACE_PERIOD",
+        show_envvar=True,
+        help=help,
+    )
+
+
 force_option = click.option("--force", is_flag=True, help="Replace the output file if it exists.")
 
 

@@ -21,6 +21,7 @@ from hyperscan.cli._common import (
     fail,
     file_path,
     force_option,
+    grace_period_option,
     not_blank,
     output_file_option,
     quiet_optuna,
@@ -93,13 +94,17 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 @study.command("status")
 @study_option
 @storage_option
-def study_status(name: str, storage: str | None) -> None:
+@grace_period_option("The workers' grace period: a running trial without heartbeat for it is lost.")
+def study_status(name: str, storage: str | None, grace_period: int) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
     quiet_optuna()
     from hyperscan.scan import open_storage, open_study, status_text
 
     try:
-        setup = open_study(open_storage(storage), name)
+        # A reader sends no heartbeat: its interval only has to stay below the grace period.
+        setup = open_study(
+            open_storage(storage, heartbeat_interval=1, grace_period=grace_period), name
+        )
     except _scan_errors() as error:
         fail(str(error))
     click.echo(status_text(setup))
@@ -126,7 +131,12 @@ def study_status(name: str, storage: str | None) -> None:
 @click.option(
     "--as", "new_name", callback=not_blank, help="Name in the destination (default: the same)."
 )
-def study_copy(source: str, target: str, name: str, new_name: str | None) -> None:
+@grace_period_option(
+    "The workers' grace period: a running trial without heartbeat for it is failed first."
+)
+def study_copy(
+    source: str, target: str, name: str, new_name: str | None, grace_period: int
+) -> None:
     """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
     storage, e.g. from the embedded journal to PostgreSQL. Stop its workers first.
 
@@ -139,7 +149,7 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
     from hyperscan.scan import copy_study, counts_line, redact
 
     try:
-        copied = copy_study(source, target, name, new_name)
+        copied = copy_study(source, target, name, new_name, grace_period=grace_period)
     except _scan_errors() as error:
         fail(str(error))
     click.echo(
@@ -185,15 +195,9 @@ def study_copy(source: str, target: str, name: str, new_name: str | None) -> Non
     show_envvar=True,
     help="Seconds between heartbeats.",
 )
-@click.option(
-    "--grace-period",
-    type=click.IntRange(min=2),
-    default=600,
-    show_default=True,
-    envvar="HYPERSCAN_GRACE_PERIOD",
-    show_envvar=True,
-    help="Seconds without heartbeat before a trial is failed and retried; more than "
-    "--heartbeat-interval.",
+@grace_period_option(
+    "Seconds without heartbeat before a trial is failed and retried; more than "
+    "--heartbeat-interval."
 )
 @click.option(
     "--quiet", is_flag=True, help="No line per trial; only the closing `worker done` line."

@@ -26,23 +26,30 @@ from hyperscan.scan._study import ScanError
 
 
 def copy_study(
-    source_url: str, target_url: str, name: str, new_name: str | None = None
+    source_url: str,
+    target_url: str,
+    name: str,
+    new_name: str | None = None,
+    *,
+    grace_period: int = 600,
 ) -> optuna.Study:
     """Copy study ``name`` from ``source_url`` to ``target_url`` (as ``new_name``).
 
     Refused while a trial is RUNNING (a copied running trial has no heartbeat in the
-    destination and would never be retried) and when the destination already holds the name.
-    A copy that fails half-way is removed from the destination. Returns the new study.
+    destination and would never be retried) and when the destination already holds the name;
+    a trial whose heartbeat stopped for ``grace_period`` (its worker died) is failed first, as
+    a worker would. A copy that fails half-way is removed from the destination. Returns the
+    new study.
     """
     new_name = new_name or name
     if resolve_url(source_url) == resolve_url(target_url) and new_name == name:
         raise ScanError("source and destination are the same study; give another --as NAME")
-    source = open_storage(source_url)
+    source = open_storage(source_url, heartbeat_interval=1, grace_period=grace_period)
     study = load_study(source, name)
-    # As a worker would: else a dead worker's trial in a study whose budget the others spent
-    # stays RUNNING, and no worker comes to fail it. Not re-queued: the copy's next worker
-    # draws a trial of its own if the budget still needs one.
-    fail_stale_trials(study, requeue=False)
+    # Else a dead worker's trial in a study whose budget the others spent stays RUNNING, and
+    # no worker comes to fail it. Not re-queued: the copy's next worker draws a trial of its
+    # own if the budget still needs one.
+    fail_stale_trials(study, requeue=False, why_not="the copy's workers draw their own")
     running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if running:
         numbers = ", ".join(str(trial.number) for trial in running)

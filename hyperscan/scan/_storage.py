@@ -836,12 +836,15 @@ def stale_trial_ids(study: optuna.Study) -> list[int]:
     return list(storage._get_stale_trial_ids(study._study_id))
 
 
-def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
+def fail_stale_trials(
+    study: optuna.Study, *, requeue: bool, why_not: str = "the budget is spent"
+) -> None:
     """Fail the RUNNING trials whose heartbeat stopped (their worker died); re-queue them only
     if the budget still needs them, else a queued copy would wait for a worker that never comes.
 
     Optuna does this only when a worker asks for a trial: once the budget is spent nobody asks,
-    and the trial would stay RUNNING for ever (and `study copy` refuse the study).
+    and the trial would stay RUNNING for ever (and `study copy` refuse the study). ``why_not``
+    tells the log why a failed trial is not re-queued.
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ExperimentalWarning)
@@ -855,9 +858,10 @@ def fail_stale_trials(study: optuna.Study, *, requeue: bool) -> None:
                 trial = storage.get_trial(trial_id)
                 _logger.warning(
                     "trial %d (worker %s) sent no heartbeat for the grace period: failed, "
-                    "not re-queued (the budget is spent)",
+                    "not re-queued (%s)",
                     trial.number,
                     trial.user_attrs.get(WORKER_ATTR, "?"),
+                    why_not,
                 )
 
 

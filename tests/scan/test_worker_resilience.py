@@ -12,14 +12,15 @@ import warnings
 import optuna
 import pytest
 import sqlalchemy
+from click.testing import CliRunner
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
 from optuna.trial import TrialState
 
+from hyperscan.cli import main
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
     ScanError,
     StorageError,
-    _copy,
     _objective,
     _worker,
     create_study,
@@ -195,9 +196,7 @@ def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, 
     assert "not re-queued (the budget is spent)" in caplog.text
 
 
-def test_a_dead_workers_trial_after_the_budget_is_shown_lost_and_copied_failed(
-    tmp_path, monkeypatch
-):
+def test_a_dead_workers_trial_after_the_budget_is_shown_lost_and_copied_failed(tmp_path, caplog):
     """The other workers spent the budget before the grace period ran out, so no worker
     comes to fail the dead one's trial: `study status` says it is lost, and `study copy` fails
     it as a worker would, instead of refusing the study for ever."""
@@ -213,15 +212,22 @@ def test_a_dead_workers_trial_after_the_budget_is_shown_lost_and_copied_failed(
     storage.record_heartbeat(orphan._trial_id)
     assert "its worker is lost" not in status_text(open_study(storage, "d"))
     time.sleep(2.5)
-    shown = status_text(open_study(_storage(path), "d"))
+    status = ["study", "status", "--study", "d", "--storage", str(path)]
+    shown = CliRunner().invoke(main, status, env={"HYPERSCAN_GRACE_PERIOD": "2"}).output
     assert f"trial {orphan.number} on ?, started 0m0" in shown
     assert (
         "s ago: no heartbeat for the grace period, its worker is lost (the next worker started "
         "on the study fails it)"
     ) in shown
-    monkeypatch.setattr(_copy, "open_storage", lambda url, **kw: _storage(url, **kw))
-    copy = copy_study(str(path), str(tmp_path / "copy.journal"), "d")
+    # The workers' grace period, not the default's 600 s, decides.
+    assert (
+        "is lost"
+        not in CliRunner().invoke(main, status, env={"HYPERSCAN_GRACE_PERIOD": None}).output
+    )
+    with caplog.at_level(logging.WARNING):
+        copy = copy_study(str(path), str(tmp_path / "copy.journal"), "d", grace_period=2)
     assert [t.state for t in copy.get_trials()] == [TrialState.COMPLETE, TrialState.FAIL]
+    assert "not re-queued (the copy's workers draw their own)" in caplog.text
 
 
 def test_a_study_of_another_engine_revision_gets_no_trials_from_this_worker(tmp_path):
