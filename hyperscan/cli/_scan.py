@@ -237,7 +237,8 @@ def worker(
             f"--grace-period ({grace_period} s) must exceed --heartbeat-interval "
             f"({heartbeat_interval} s), or live trials would be failed as stale"
         )
-    with _stopped_before_trials():
+    ended: list[object] = []  # the trials this worker finished, for a signal's closing line
+    with _stopped_cleanly(ended):
         try:
             handle = open_storage(
                 storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
@@ -252,6 +253,7 @@ def worker(
         from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
 
         def show(trial) -> None:
+            ended.append(trial)
             if not quiet:
                 click.echo(trial_line(trial))
 
@@ -279,23 +281,28 @@ def worker(
         if report.walltime_reached
         else "limit reached"
     )
-    trials = f"{report.trials} trial" + ("" if report.trials == 1 else "s")
-    click.echo(f"worker done: {trials}, {why}")  # even with --quiet: a batch log's last word
+    click.echo(
+        f"worker done: {_trials(report.trials)}, {why}"
+    )  # even with --quiet: a batch log's last word
 
 
 @contextmanager
-def _stopped_before_trials() -> Iterator[None]:
-    """SIGTERM or Ctrl-C while a worker starts (TensorFlow's import, the data: seconds) end it
-    as during a trial: exit 0 with its closing line, not 143 or click's "Aborted!". Once trials
-    run, the worker's own handlers stop them at the next sync instead."""
+def _stopped_cleanly(ended: list[object]) -> Iterator[None]:
+    """SIGTERM or Ctrl-C while a worker starts (TensorFlow's import, the data: seconds) or
+    ends end it as during a trial: exit 0 with its closing line, not 143 or click's
+    "Aborted!". While trials run, the worker's own handlers stop them at the next sync."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         yield
     except KeyboardInterrupt:
-        click.echo("worker done: 0 trials, stopped by signal")
+        click.echo(f"worker done: {_trials(len(ended))}, stopped by signal")
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _trials(count: int) -> str:
+    return f"{count} trial" + ("" if count == 1 else "s")
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

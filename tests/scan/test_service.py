@@ -664,6 +664,23 @@ def test_a_worker_stopped_while_it_starts_exits_0(tmp_path, monkeypatch, how):
     assert not load_study(open_storage(url), "s").get_trials()
 
 
+def test_a_worker_stopped_as_it_ends_counts_its_trials(tmp_path, monkeypatch):
+    """Between its last trial and its exit a SIGTERM still ends the worker cleanly, and its
+    closing line counts the trials it ran."""
+    url = str(tmp_path / "scan.journal")
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+
+    def one_trial_then_stopped(*args, on_trial, **kwargs):
+        on_trial(optuna.trial.create_trial(value=1.0))
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+
+    monkeypatch.setattr(_scan_cli, "configure_or_fail", lambda device, threads: None)
+    monkeypatch.setattr("hyperscan.scan.run_worker", one_trial_then_stopped, raising=False)
+    result = cli("worker", "--study", "s", "--storage", url, "--quiet")
+    assert (result.exit_code, result.output) == (0, "worker done: 1 trial, stopped by signal\n")
+
+
 @pytest.mark.parametrize("option", ["--from", "--to", "--as"])
 def test_study_copy_refuses_an_empty_storage_or_name(tmp_path, monkeypatch, option):
     monkeypatch.chdir(tmp_path)
