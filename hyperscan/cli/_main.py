@@ -83,9 +83,18 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
 
     # Ctrl-C or SIGTERM: stop at the next sync and keep the fit; a second one aborts, until
     # the results are being written: then every signal waits for the write to end.
-    with stop_on_signals(stop, second_aborts=True) as hold:
+    def announce() -> None:
+        click.echo(
+            "stopping at the next sync, keeping the fit (a second Ctrl-C aborts: nothing kept)",
+            err=True,
+        )
+
+    with stop_on_signals(stop, second_aborts=True, announce=announce) as hold:
         try:
             result = run_fit(card, problem=problem, on_sync=on_sync)
+        except KeyboardInterrupt:
+            click.echo("aborted by a second signal: nothing written", err=True)
+            sys.exit(INTERRUPTED)
         finally:
             bar.close()
         hold()

@@ -428,7 +428,9 @@ def scan(
 
     cores = usable_cores()
     if workers > cores:
-        click.echo(f"--workers {workers} on {cores} cores: starting {cores}, more would compete")
+        click.echo(
+            f"--workers {workers} on {cores} cores: starting {cores}, more would compete", err=True
+        )
         workers = cores
     name = name or runcard.stem
     output = output or default_output(name)

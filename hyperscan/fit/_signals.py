@@ -10,7 +10,9 @@ from contextlib import contextmanager
 
 @contextmanager
 def stop_on_signals(
-    stop: threading.Event, second_aborts: bool = False
+    stop: threading.Event,
+    second_aborts: bool = False,
+    announce: Callable[[], None] | None = None,
 ) -> Iterator[Callable[[], None]]:
     """SIGTERM/SIGINT set `stop`, which the fit's sync callback returns: the fit ends at its next
     sync (at most `training.steps_per_call` steps later) instead of dying mid-step.
@@ -18,6 +20,9 @@ def stop_on_signals(
     second_aborts: a second signal acts as it would have without this, so a user at a terminal
     can still abort at once. Not for workers: Ctrl-C on `hyperscan scan` reaches them twice,
     as the terminal's SIGINT and the supervisor's SIGTERM.
+
+    announce: called on the first signal, to tell the user it was heard (Python runs the
+    handler once the device call in progress returns: at once, or after an XLA compilation).
 
     Yields `hold`: once called, every signal only sets `stop`, even a second one, for work that
     must not be cut short (writing the results the signal asked to keep).
@@ -27,6 +32,8 @@ def stop_on_signals(
     aborts = second_aborts
 
     def request_stop(signum, frame):
+        if announce is not None and not stop.is_set():
+            announce()
         stop.set()
         if aborts:
             for sig, handler in previous.items():

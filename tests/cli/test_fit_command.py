@@ -206,10 +206,26 @@ def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
         fit.kill()
     assert fit.returncode == 130, stdout + stderr
     assert "interrupted after" in stderr and "Traceback" not in stderr
+    assert "stopping at the next sync, keeping the fit (a second Ctrl-C aborts" in stderr
     document = json.loads((tmp_path / "out" / "results.json").read_text())
     assert document["interrupted"] is True
     assert 0 < document["steps"] < card["epochs"]
     assert document["steps"] % card["training"]["steps_per_call"] == 0  # stopped at a sync
+
+
+def test_a_second_ctrl_c_aborts_with_130_and_nothing_written(tmp_path, monkeypatch):
+    """The first signal's handler gives the terminal's SIGINT back, so a second one raises
+    KeyboardInterrupt mid-fit: an abort, said as such, not click's "Aborted!" with status 1."""
+
+    def aborted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("hyperscan.fit.run_fit", aborted)
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 130, result.output
+    assert "aborted by a second signal: nothing written" in result.output
+    assert "Aborted!" not in result.output and not (tmp_path / "out").exists()
 
 
 def test_a_folder_we_may_not_look_into_is_a_message_not_a_traceback(tmp_path, monkeypatch):

@@ -1026,7 +1026,7 @@ def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
     # for nothing), the best is exported again.
     again = cli("scan", "quick.yml", "--workers", "1000")
     assert again.exit_code == 0, again.output
-    assert f"starting {len(os.sched_getaffinity(0))}, more would compete" in again.stdout
+    assert f"starting {len(os.sched_getaffinity(0))}, more would compete" in again.stderr
     assert "0 workers (budget already spent)" in again.stdout
     assert len(
         load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick").trials
