@@ -45,7 +45,7 @@ def main() -> None:
     "--progress/--no-progress",
     default=True,
     show_default=True,
-    help="Show a progress bar on stderr.",
+    help="Show progress on stderr: a bar in a terminal, a line a minute in a log file.",
 )
 def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
     """Fit the ensemble of replicas described by RUNCARD.
