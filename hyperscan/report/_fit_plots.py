@@ -117,10 +117,14 @@ class FitOutput:
 
     @property
     def used(self) -> np.ndarray:
-        """(M,) members in the bands: status ok with finite PDFs (all finite ones if none is)."""
+        """(M,) members in the bands: status ok with finite PDFs; if none is, the pos-veto
+        ones (trained, if not positive), and the diverged ones only if nothing else is left."""
         finite = np.isfinite(self.xf).all(axis=(1, 2))
-        ok = finite & np.array([s == "ok" for s in self.status], dtype=bool)
-        return ok if ok.any() else finite
+        for wanted in ("ok", "pos-veto"):
+            chosen = finite & np.array([s == wanted for s in self.status], dtype=bool)
+            if chosen.any():
+                return chosen
+        return finite
 
     def truth(self, basis: str = EVOLUTION) -> np.ndarray | None:
         """(n_x, n) the closure truth x*f in the plotted basis; None when not a closure fit."""
@@ -137,6 +141,8 @@ class FitOutput:
         used = int(self.used.sum())
         excluded = [s for s, u in zip(self.status, self.used, strict=True) if not u]
         text = f"{used} of {self.n_members} members"
+        if "ok" not in self.status:
+            text = f"no member ok: {text}"
         if excluded:
             counts = {s: excluded.count(s) for s in dict.fromkeys(excluded)}
             text += " (excluded: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + ")"
@@ -426,7 +432,7 @@ def dataset_chi2_figure(fit: FitOutput) -> Figure:
     ax.plot([], [], color=BAND, lw=3.2, label="68% of members")
     ax.plot([], [], marker="|", ms=10, mew=2.2, ls="", color="#ff7f0e", label="median")
     ax.scatter([], [], s=9, color=BAND, label="one member")
-    ax.legend(loc="lower right")
+    figure.legend(loc="outside lower center", ncols=3, frameon=False)  # off the data
     ax.set_title(f"$\\chi^2$ per point by dataset — {_title(fit)}", fontsize=9.5)
     return figure
 
@@ -456,7 +462,14 @@ def history_figure(fit: FitOutput) -> Figure:
             label = None if many else f"replica {fit.replicas[m]}{fold}"
             colour = BAND if many else colours[m]
             ax.plot(
-                steps, values[:, m], color=colour, lw=0.8, alpha=0.4 if many else 0.9, label=label
+                steps,
+                values[:, m],
+                color=colour,
+                lw=0.8,
+                alpha=0.4 if many else 0.9,
+                label=label,
+                marker="o" if steps.size == 1 else None,  # a line of one point shows nothing
+                ms=3,
             )
             diverged = np.flatnonzero(status[:, m] == _DIVERGED)
             if diverged.size:
@@ -483,7 +496,10 @@ def history_figure(fit: FitOutput) -> Figure:
         axes[-1].plot([], [], marker="x", ms=8, mew=2, ls="", color="#d62728", label="diverged")
     axes[-1].legend(loc="upper right", ncols=2 if not many and chi2.shape[1] > 5 else 1)
     every = fit.steps_per_call
-    recorded = f"recorded every {every} steps" if every else "recorded at every host sync"
+    if steps.size == 1:
+        recorded = "one record: the fit ended at its first host sync"
+    else:
+        recorded = f"recorded every {every} steps" if every else "recorded at every host sync"
     # Every member, the excluded ones too: how a member diverged or stalled is the point here.
     figure.suptitle(
         f"Training history of all {fit.n_members} members ({recorded}) — {fit.path.name}"

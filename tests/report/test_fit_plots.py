@@ -158,6 +158,39 @@ def test_excluded_members_leave_the_bands(fitdir, tmp_path):
             _not_blank(png_bytes(figure), "figure with excluded members", band=False)
 
 
+def test_with_no_member_ok_the_pos_veto_ones_are_shown_and_said_to_be(fitdir, tmp_path):
+    """A diverged member's PDFs can be finite and huge: bands of pos-veto members only, and
+    every title says no member is ok."""
+    copy = tmp_path / "fit"
+    shutil.copytree(fitdir, copy)
+    with np.load(copy / PDF_FILE) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["status"] = np.array(["pos-veto", "diverged", "pos-veto"])
+    np.savez(copy / PDF_FILE, **arrays)
+    document = json.loads((copy / RESULTS_FILE).read_text())
+    for member, status in zip(document["members"], arrays["status"], strict=True):
+        member["status"] = str(status)
+    (copy / RESULTS_FILE).write_text(json.dumps(document))
+    fit = load_fit(copy)
+    assert fit.used.tolist() == [True, False, True]
+    assert fit.members_note() == "no member ok: 2 of 3 members (excluded: 1 diverged)"
+    with style():
+        assert "no member ok" in pdf_overview_figure(fit).get_suptitle()
+
+
+def test_a_history_of_one_record_is_drawn_as_points(fitdir, tmp_path):
+    copy = tmp_path / "fit"
+    shutil.copytree(fitdir, copy)
+    with np.load(copy / HISTORY_FILE) as archive:
+        arrays = {key: archive[key][:1] for key in archive.files}
+    np.savez(copy / HISTORY_FILE, **arrays)
+    with style():
+        figure = history_figure(load_fit(copy))
+    assert "one record" in figure.get_suptitle()
+    lines = [line for ax in figure.axes for line in ax.get_lines() if len(line.get_xdata()) == 1]
+    assert lines and all(line.get_marker() == "o" for line in lines)
+
+
 def test_not_a_fit_folder_exits_2(tmp_path):
     (tmp_path / "results.json").write_text("{}")
     result = CliRunner().invoke(main, ["plot", str(tmp_path), "-o", str(tmp_path / "plots")])
