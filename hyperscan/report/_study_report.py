@@ -692,10 +692,11 @@ def study_report(
     counts = dict(state_counts(trials.all))
     if not trials.complete:
         listed = ", ".join(f"{counts[s]} {s}" for s in STATE_ORDER if counts.get(s))
+        why = " for the trashed trials' reasons" if counts.get("trashed") else ""
         raise ReportError(
             f"study {study.study_name!r} has no complete trial yet ({listed or 'no trials'}), "
             "so there is nothing to rank or plot against; run workers, or see "
-            f"`hyperscan study status --study {study.study_name}` for trashed reasons"
+            f"`hyperscan study status --study {study.study_name}`{why}"
         )
     card, runcard_text = _runcard(study)
     sentence, label = _objective_text(card)

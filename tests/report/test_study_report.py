@@ -130,7 +130,9 @@ def test_no_complete_trial_is_a_clear_message(tmp_path):
     assert result.exit_code == 2
     assert "error: study 'stuck' has no complete trial yet" in result.output
     assert "(2 pruned, 2 trashed, 1 running)" in result.output
-    assert "hyperscan study status --study stuck" in result.output
+    assert "`hyperscan study status --study stuck` for the trashed trials' reasons" in (
+        result.output
+    )
     assert "Traceback" not in result.output
     assert not output.exists()
     best = tmp_path / "best.yml"
@@ -143,6 +145,7 @@ def test_no_complete_trial_is_a_clear_message(tmp_path):
     empty = build_study(tmp_path / "e.journal", "empty", [])
     result = _report(empty, "empty", output)
     assert result.exit_code == 2 and "no complete trial yet (no trials)" in result.output
+    assert "reasons" not in result.output  # no trashed trial: no trashed reasons to point to
 
 
 def test_one_complete_trial_reports_without_importances(tmp_path):
