@@ -704,12 +704,8 @@ def _schema_guard(url: str, connect_args: dict[str, Any], create: bool) -> Itera
     not race in CREATE TABLE / the version stamp (the crash seen with 32 racing workers).
     """
     parsed = sqlalchemy.engine.make_url(url)
-    if (
-        not create
-        and parsed.get_backend_name() == "sqlite"
-        and parsed.database not in (None, "", ":memory:")
-        and not os.path.exists(parsed.database)
-    ):
+    # resolve_url refused in-memory SQLite: a database here names a file.
+    if not create and parsed.get_backend_name() == "sqlite" and not os.path.exists(parsed.database):
         raise StorageError(f"no SQLite file {parsed.database}; {_SCHEMA_HINT}", url)
     engine = sqlalchemy.create_engine(
         url, poolclass=sqlalchemy.pool.NullPool, connect_args=connect_args
