@@ -228,7 +228,15 @@ def worker(
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
     quiet_optuna()
     from hyperscan.runcard import MAX_THREADS
-    from hyperscan.scan import open_storage, open_study, trial_line  # no TensorFlow yet
+    from hyperscan.scan import (  # no TensorFlow yet
+        open_storage,
+        open_study,
+        requeued,
+        storage_url,
+        trial_line,
+        trial_start_line,
+        worker_id,
+    )
 
     if threads is not None and threads > MAX_THREADS:
         fail(f"--threads {threads}: at most {MAX_THREADS}")
@@ -237,7 +245,8 @@ def worker(
             f"--grace-period ({grace_period} s) must exceed --heartbeat-interval "
             f"({heartbeat_interval} s), or live trials would be failed as stale"
         )
-    ended: list[object] = []  # the trials this worker finished, for a signal's closing line
+    # Per trial this worker ended, whether it was re-queued: for a signal's closing line.
+    ended: list[bool] = []
     with _stopped_cleanly(ended):
         try:
             handle = open_storage(
@@ -249,13 +258,22 @@ def worker(
                 threads = setup.runcard.training.threads
         except _scan_errors() as error:
             fail(str(error))
-        configure_or_fail(device, threads)
+        runs_on = configure_or_fail(device, threads)
         from hyperscan.scan import run_worker  # imports TensorFlow: only once it is configured
 
-        def show(trial) -> None:
-            ended.append(trial)
+        if not quiet:
+            click.echo(
+                f"worker {worker_id()} on study {name!r} in {storage_url(handle)}: {runs_on}"
+            )
+
+        def started_trial(trial, params) -> None:
             if not quiet:
-                click.echo(trial_line(trial))
+                click.echo(trial_start_line(trial, params))
+
+        def show(trial) -> None:
+            ended.append(requeued(trial))
+            if not quiet:
+                click.echo(trial_line(trial, with_params=False))
 
         try:
             report = run_worker(
@@ -267,6 +285,7 @@ def worker(
                 if stop_after is None
                 else stop_after - (time.monotonic() - started),
                 on_trial=show,
+                on_start=started_trial,
                 setup=setup,
                 sampler_salt=sampler_salt,
             )
@@ -281,13 +300,12 @@ def worker(
         if report.walltime_reached
         else "limit reached"
     )
-    click.echo(
-        f"worker done: {_trials(report.trials)}, {why}"
-    )  # even with --quiet: a batch log's last word
+    # even with --quiet: a batch log's last word
+    click.echo(f"worker done: {_trials(report.trials, report.requeued)}, {why}")
 
 
 @contextmanager
-def _stopped_cleanly(ended: list[object]) -> Iterator[None]:
+def _stopped_cleanly(ended: list[bool]) -> Iterator[None]:
     """SIGTERM or Ctrl-C while a worker starts (TensorFlow's import, the data: seconds) or
     ends end it as during a trial: exit 0 with its closing line, not 143 or click's
     "Aborted!". While trials run, the worker's own handlers stop them at the next sync."""
@@ -295,14 +313,16 @@ def _stopped_cleanly(ended: list[object]) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        click.echo(f"worker done: {_trials(len(ended))}, stopped by signal")
+        click.echo(f"worker done: {_trials(len(ended), sum(ended))}, stopped by signal")
         sys.exit(0)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _trials(count: int) -> str:
-    return f"{count} trial" + ("" if count == 1 else "s")
+def _trials(count: int, requeued: int = 0) -> str:
+    """ "3 trials", or "3 trials (1 re-queued)": a trial cut short by a signal is not lost."""
+    again = f" ({requeued} re-queued)" if requeued else ""
+    return f"{count} trial" + ("" if count == 1 else "s") + again
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

@@ -108,8 +108,9 @@ def _enable_xla_cache() -> None:
     os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={directory}".strip()
 
 
-def configure_tensorflow(device: str = "auto", threads: int | None = None) -> None:
-    """Import TensorFlow quietly and pin it to `device` (auto | cpu | gpu:N) before any op.
+def configure_tensorflow(device: str = "auto", threads: int | None = None) -> str:
+    """Import TensorFlow quietly and pin it to `device` (auto | cpu | gpu:N) before any op;
+    returns what it runs on, in words, for a batch log.
 
     GPU memory grows on demand, so several workers can share a node's GPUs.
     """
@@ -149,11 +150,16 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> No
             raise ValueError(
                 f"TensorFlow is already running with other thread settings; cannot use {threads}"
             ) from None
+    if gpus:
+        first = gpu_index or 0
+        names = [tf.config.experimental.get_device_details(gpu).get("device_name") for gpu in gpus]
+        return ", ".join(f"GPU {first + k} ({name or 'unnamed'})" for k, name in enumerate(names))
+    return f"CPU, {threads} thread{'' if threads == 1 else 's'}" if threads else "CPU, all cores"
 
 
-def configure_or_fail(device: str = "auto", threads: int | None = None) -> None:
+def configure_or_fail(device: str = "auto", threads: int | None = None) -> str:
     """`configure_tensorflow`, with an unknown device or a bad thread count as a message."""
     try:
-        configure_tensorflow(device, threads)
+        return configure_tensorflow(device, threads)
     except ValueError as error:
         fail(str(error))

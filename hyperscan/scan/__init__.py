@@ -15,6 +15,7 @@ from hyperscan.scan._local import (
     start_workers,
     supervise,
     trial_line,
+    trial_start_line,
     usable_cores,
 )
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
@@ -44,7 +45,7 @@ from hyperscan.scan._study import (
     open_study,
     study_problem,
 )
-from hyperscan.scan._trial_attrs import trashed
+from hyperscan.scan._trial_attrs import requeued, trashed, worker_id
 
 if TYPE_CHECKING:
     from hyperscan.scan._objective import Objective, WorkerStopping
@@ -87,6 +88,7 @@ __all__ = [
     "open_study",
     "redact",
     "replica_statistic",
+    "requeued",
     "retries",
     "resolve_url",
     "storage_file",
@@ -103,7 +105,9 @@ __all__ = [
     "supervise",
     "trashed",
     "trial_line",
+    "trial_start_line",
     "usable_cores",
+    "worker_id",
     "trial_value",
     "write_atomically",
 ]

@@ -15,22 +15,31 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._status import state_counts
 from hyperscan.scan._storage import STORAGE_ENV, describe_error, resolve_url, transient_error
-from hyperscan.scan._trial_attrs import REQUEUED_ATTR, trashed
+from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued, trashed
 
 POLL_SECONDS = 1.0
 
 
-def trial_line(trial: optuna.trial.FrozenTrial) -> str:
-    """One line per finished trial for the live summary."""
+def trial_line(trial: optuna.trial.FrozenTrial, with_params: bool = True) -> str:
+    """One line per finished trial for the live summary; a worker, which gave the trial's
+    values as it started it, leaves them out."""
     seconds = trial.user_attrs.get("fit", {}).get("seconds")
     took = f" in {seconds:.0f} s" if seconds is not None else ""
     if trial.state == TrialState.COMPLETE:
-        return f"trial {trial.number}: {trial.value:.4f}{took} {trial.params}"
+        params = f" {trial.params}" if with_params else ""
+        return f"trial {trial.number}: {trial.value:.4f}{took}{params}"
     if trashed(trial):
         return f"trial {trial.number}: trashed{took}: {trashed(trial)}"
-    if trial.user_attrs.get(REQUEUED_ATTR):
+    if requeued(trial):
         return f"trial {trial.number}: re-queued (its worker stopped)"
     return f"trial {trial.number}: {trial.state.name.lower()}{took}"
+
+
+def trial_start_line(trial: optuna.Trial, params: dict) -> str:
+    """The line a worker prints as it starts a trial: a long fit's log is not silent."""
+    retry_of = trial.user_attrs.get(RETRY_OF_ATTR)
+    again = f" (retry of trial {retry_of})" if retry_of is not None else ""
+    return f"trial {trial.number} started{again}: {params}"
 
 
 def usable_cores() -> int:

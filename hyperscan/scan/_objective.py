@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import optuna
@@ -17,24 +17,33 @@ from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import RuncardError, ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
-from hyperscan.scan._trial_attrs import REQUEUED_ATTR, RETRY_OF_ATTR, TRASHED_ATTR, WORKER_ATTR
+from hyperscan.scan._trial_attrs import (
+    REQUEUED_ATTR,
+    RETRY_OF_ATTR,
+    TRASHED_ATTR,
+    WORKER_ATTR,
+    worker_id,
+)
 
 
 class WorkerStopping(Exception):
     """The worker was asked to stop; the trial is failed and re-queued for another worker."""
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 class Objective:
     """Callable for `study.optimize`: suggest → fit → report → statistics → value or trash."""
 
-    def __init__(self, runcard: ScanRuncard, problem: Problem, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        runcard: ScanRuncard,
+        problem: Problem,
+        stop: threading.Event,
+        on_start: Callable[[optuna.Trial, dict], None] | None = None,
+    ) -> None:
         self.runcard = runcard
         self.problem = problem
         self.stop = stop
+        self.on_start = on_start  # told of each trial with its drawn values, before its fit
         # The members of every trial's fit runcard (fixed_runcard), as its fit orders them.
         specs = member_specs(runcard.replica_ids, runcard.scan.folds)
         self.folds = np.array([spec.fold for spec in specs])
@@ -45,6 +54,8 @@ class Objective:
         self.last_trial_id = trial._trial_id  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = suggest(trial, self.runcard.scan)
+        if self.on_start is not None:
+            self.on_start(trial, params)
         try:
             card = fixed_runcard(self.runcard, params)
         except RuncardError as error:

@@ -32,6 +32,7 @@ from hyperscan.scan._storage import (
     transient_error,
 )
 from hyperscan.scan._study import StudySetup, open_study, study_problem
+from hyperscan.scan._trial_attrs import requeued as was_requeued
 
 _logger = logging.getLogger(__name__)
 
@@ -82,13 +83,14 @@ def _salt(setup: StudySetup, number: int | None) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class WorkerReport:
-    trials: int  # trials this worker finished or handed back
+    trials: int  # trials this worker ended, re-queued ones included
     stopped_by_signal: bool
     budget_reached: bool
     # --stop-after: the next trial (expected_trial_s, None if unknown) did not fit in seconds_left
     walltime_reached: bool = False
     expected_trial_s: float | None = None
     seconds_left: float | None = None
+    requeued: int = 0  # of `trials`: cut short by a signal and queued again for another worker
 
 
 def trial_seconds(trials: Iterable[optuna.trial.FrozenTrial]) -> list[float]:
@@ -122,6 +124,7 @@ def run_worker(
     timeout: float | None = None,
     stop_after: float | None = None,
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
+    on_start: Callable[[optuna.Trial, dict], None] | None = None,
     setup: StudySetup | None = None,
     sampler_salt: int | None = None,
 ) -> WorkerReport:
@@ -133,6 +136,9 @@ def run_worker(
 
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
     to end in the time left (see :func:`expected_trial_seconds`).
+
+    `on_start` is told of each trial and its drawn values as its fit starts, `on_trial` of each
+    trial as it ends.
 
     `sampler_salt` sets this worker apart from the others (see :func:`make_sampler`): the
     workers of `hyperscan scan` are numbered, so that one worker draws the same trials again;
@@ -174,14 +180,15 @@ def run_worker(
             return _report(0, False, study, budget, walltime)
 
     stop = threading.Event()
-    objective = Objective(runcard, problem, stop)
-    done = 0
+    objective = Objective(runcard, problem, stop, on_start)
+    done = requeued = 0
 
     storage_errors = 0  # consecutive ones, since the last trial that ended
 
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        nonlocal done, storage_errors
+        nonlocal done, requeued, storage_errors
         done += 1
+        requeued += was_requeued(trial)
         storage_errors = 0
         own.extend(trial_seconds([trial]))
         if on_trial is not None:
@@ -238,7 +245,7 @@ def run_worker(
                         objective.last_trial_id = None
     optuna_log.removeFilter(quiet)
     with explained_storage_errors(storage):
-        return _report(done, stop.is_set(), study, budget, walltime)
+        return _report(done, stop.is_set(), study, budget, walltime, requeued)
 
 
 class _QuietStops(logging.Filter):
@@ -266,7 +273,12 @@ class _QuietStops(logging.Filter):
 
 
 def _report(
-    done: int, signalled: bool, study: optuna.Study, budget: int, walltime: dict
+    done: int,
+    signalled: bool,
+    study: optuna.Study,
+    budget: int,
+    walltime: dict,
+    requeued: int = 0,
 ) -> WorkerReport:
     return WorkerReport(
         done,
@@ -275,4 +287,5 @@ def _report(
         walltime_reached=bool(walltime),
         expected_trial_s=walltime.get("expected"),
         seconds_left=walltime.get("left"),
+        requeued=requeued,
     )

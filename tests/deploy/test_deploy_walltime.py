@@ -87,7 +87,7 @@ def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypat
     monkeypatch.setattr(worker_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
 
     class Sleepy:
-        def __init__(self, runcard, problem, stop):
+        def __init__(self, runcard, problem, stop, on_start):
             pass
 
         def __call__(self, trial: optuna.Trial) -> float:

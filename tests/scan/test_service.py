@@ -420,7 +420,10 @@ def stop_with_sigterm(study: optuna.Study, worker: Worker) -> FrozenTrial:
     worker.process.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0, worker.logs()
     assert time.monotonic() - signalled < 60  # the whole fit takes minutes: it stopped mid-fit
-    assert "worker done: 1 trial, stopped by signal" in worker.out.read_text()
+    log = worker.out.read_text()
+    assert f"worker {worker.id} on study " in log.splitlines()[0]  # its start-up line
+    assert f"\ntrial {trial.number} started" in log
+    assert "worker done: 1 trial (1 re-queued), stopped by signal" in log
     return trial
 
 
@@ -452,6 +455,8 @@ def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
     taken = stop_with_sigterm(study, second)
     assert taken.number == queued.number  # the queued trial, not a new one
     assert taken.params == failed.params
+    started = f"trial {taken.number} started (retry of trial {failed.number}): {taken.params}"
+    assert started in second.out.read_text()
     trials = study.get_trials()
     assert [t.state for t in trials] == [TrialState.FAIL, TrialState.FAIL, TrialState.WAITING]
     assert trials[2].user_attrs["retry_of"] == queued.number
@@ -666,19 +671,22 @@ def test_a_worker_stopped_while_it_starts_exits_0(tmp_path, monkeypatch, how):
 
 def test_a_worker_stopped_as_it_ends_counts_its_trials(tmp_path, monkeypatch):
     """Between its last trial and its exit a SIGTERM still ends the worker cleanly, and its
-    closing line counts the trials it ran."""
+    closing line counts the trials it ran, and of those the ones a signal re-queued."""
     url = str(tmp_path / "scan.journal")
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
 
     def one_trial_then_stopped(*args, on_trial, **kwargs):
         on_trial(optuna.trial.create_trial(value=1.0))
+        requeued = {"requeued": True, "worker": "elsewhere:1"}
+        on_trial(optuna.trial.create_trial(state=TrialState.FAIL, user_attrs=requeued))
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)  # the handler interrupts this
 
     monkeypatch.setattr(_scan_cli, "configure_or_fail", lambda device, threads: None)
     monkeypatch.setattr("hyperscan.scan.run_worker", one_trial_then_stopped, raising=False)
     result = cli("worker", "--study", "s", "--storage", url, "--quiet")
-    assert (result.exit_code, result.output) == (0, "worker done: 1 trial, stopped by signal\n")
+    closing = "worker done: 2 trials (1 re-queued), stopped by signal\n"
+    assert (result.exit_code, result.output) == (0, closing)
 
 
 @pytest.mark.parametrize("option", ["--from", "--to", "--as"])
