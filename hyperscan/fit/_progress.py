@@ -18,8 +18,9 @@ LOG_LINE_SECONDS = 60.0
 
 
 class ProgressBar:
-    """Epoch, members still running, median and worst validation χ² per point of the current
-    weights (a stopped member's kept best weights may be worse: results.json has those).
+    """Epoch, members still running, and their median and worst validation χ² per point.
+    Stopped members are left out: their frozen last weights are not the best ones they keep
+    (results.json has those), and would read as a live member gone bad.
 
     The first device call compiles the loop (seconds): the bar says so, and its clock starts
     at the first sync, so that its rate and time left are the training's."""
@@ -60,10 +61,10 @@ class ProgressBar:
 
     def _state(self, report: SyncReport) -> str:
         running = report.status == RUNNING
-        validation = report.chi2_per_point[:, VALIDATION]
+        validation = report.chi2_per_point[running, VALIDATION]
         finite = validation[np.isfinite(validation)]
         return f"active {int(running.sum())}/{self._members}" + (
-            f", val chi2 now: median {np.median(finite):.3f} worst {finite.max():.3f}"
+            f", their val chi2: median {np.median(finite):.3f} worst {finite.max():.3f}"
             if finite.size
             else ""
         )
