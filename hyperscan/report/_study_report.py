@@ -560,6 +560,20 @@ def _duration(trial: FrozenTrial) -> str:
     return f"{seconds:.0f} s" if _finite(seconds) else ""
 
 
+def _members(fit: dict[str, Any]) -> str:
+    """The trial's members and those not ok: a diverged or pos-veto member (no step passed
+    positivity and the χ² threshold, which n3fit would discard) still counts in the value."""
+    members = fit.get("members")
+    if not isinstance(members, int):
+        return ""
+    outcomes = [
+        f"{fit[key]} {status}"
+        for key, status in (("diverged", "diverged"), ("pos_veto", "pos-veto"))
+        if isinstance(fit.get(key), int) and fit[key] > 0
+    ]
+    return f"{members} ({', '.join(outcomes)})" if outcomes else str(members)
+
+
 def _median_best_epoch(fit: dict[str, Any]) -> float | None:
     """The median best epoch over replicas: a summary dict (``best_epoch``), or older trials'
     list of every replica's (``best_epochs``)."""
@@ -574,7 +588,7 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
     rows = []
     for rank, trial in enumerate(trials.ranked[:top], start=1):
         spread = _spread(trial, category) or {}
-        epoch = _median_best_epoch(trial.user_attrs.get("fit", {}))
+        fit = trial.user_attrs.get("fit", {})
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in trial.params.items())
         rows.append(
             [
@@ -584,17 +598,18 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
                 spread.get("min", ""),
                 spread.get("q50", ""),
                 spread.get("max", ""),
-                "" if epoch is None else int(round(epoch)),
+                _members(fit),
+                "" if (epoch := _median_best_epoch(fit)) is None else int(round(epoch)),
                 _duration(trial),
                 trial.user_attrs.get("worker", ""),
                 params,
             ]
         )
     header = [
-        "rank", "trial", "value", "best replica", "median replica", "worst replica",
+        "rank", "trial", "value", "best replica", "median replica", "worst replica", "members",
         "best epoch (median)", "fit time", "worker", "parameters",
     ]  # fmt: skip
-    return _table(header, rows, numeric=set(range(8)), nowrap=frozenset({8}))
+    return _table(header, rows, numeric=set(range(9)), nowrap=frozenset({9}))
 
 
 def _apart_rows(trials: _Trials) -> list[list[Any]]:
@@ -751,7 +766,11 @@ def study_report(
         parts.append('<section id="best"><h2>Best trials</h2>')
         parts.append(
             f"<p>The {min(top, len(trials.complete))} best of {len(trials.complete)} complete "
-            f"trials. Replica columns: {_e(category.replace('_', '-'))} χ² per point. "
+            f"trials. Replica columns: {_e(category.replace('_', '-'))} χ² per point. Members: "
+            "how many were fitted, and how many of them diverged (up to "
+            "<code>scan.divergence.max_diverged</code>) or were vetoed by positivity "
+            "(pos-veto: no step passed positivity and the χ² threshold, so n3fit would discard "
+            "the replica); their χ² counts in the trial value all the same. "
             f"<code>hyperscan export --study {_e(study.study_name)}</code> writes the best as a "
             "fit runcard.</p>"
         )

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -117,15 +119,24 @@ def _trial(
     return trial
 
 
-def build_study(path: Path, name: str, states: list[TrialState], seed: int = 0) -> str:
+def build_study(
+    path: Path,
+    name: str,
+    states: list[TrialState],
+    seed: int = 0,
+    fits: Mapping[int, Mapping[str, Any]] | None = None,
+) -> str:
     """A journal storage at ``path`` with a real study (quickstart runcard) and ``states``
-    trials; returns the storage URL."""
+    trials, ``fits[number]`` updating that trial's ``fit`` attribute (a pos-veto member, say);
+    returns the storage URL."""
     card = load_scan_runcard(QUICKSTART)
     storage = open_storage(str(path), create=True)
     study, _ = create_study(card, storage, name, source=str(QUICKSTART))
     rng = np.random.default_rng(seed)
     for number, state in enumerate(states):
-        study.add_trial(_trial(number, rng, state, card))
+        trial = _trial(number, rng, state, card)
+        trial.user_attrs["fit"].update((fits or {}).get(number, {}))
+        study.add_trial(trial)
     return str(path)
 
 

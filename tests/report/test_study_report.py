@@ -51,6 +51,39 @@ def _assert_not_blank(png: bytes, what: str) -> tuple[int, int]:
     return width, height
 
 
+class _Cells(HTMLParser):
+    """The rows of every table, as cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self.cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self.cell = []
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.cell is not None:
+            self.rows[-1].append("".join(self.cell))
+            self.cell = None
+
+
+def _best_rows(text: str) -> dict[int, dict[str, str]]:
+    """The best-trials table: its rows by trial number, each cell by its column's header."""
+    section = text[text.index('<section id="best">') :]
+    parser = _Cells()
+    parser.feed(section[: section.index("</section>")])
+    header, *rows = parser.rows
+    return {int(row[1]): dict(zip(header, row, strict=True)) for row in rows}
+
+
 def _report(storage: str, study: str, output, *extra: str):
     return CliRunner().invoke(
         main, ["report", "--study", study, "--storage", storage, "-o", str(output), *extra]
@@ -196,3 +229,22 @@ def test_real_data_counts_the_selected_sets():
         _real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
         == 7
     )
+
+
+def test_best_trials_show_members_not_ok(tmp_path):
+    """A pos-veto member counts in the trial value, so the table says how many a trial has
+    (with the diverged ones a trial may keep), next to its members."""
+    storage = build_study(
+        tmp_path / "h.journal",
+        "veto",
+        [TrialState.COMPLETE] * 3,
+        fits={1: {"pos_veto": 1}, 2: {"pos_veto": 1, "diverged": 1}},
+    )
+    text = study_report(load_study(open_storage(storage), "veto"), storage)
+    rows = _best_rows(text)
+    assert [rows[n]["members"] for n in range(3)] == [
+        "2",
+        "2 (1 pos-veto)",
+        "2 (1 diverged, 1 pos-veto)",
+    ]
+    assert "n3fit would discard" in text
