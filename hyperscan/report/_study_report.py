@@ -574,14 +574,23 @@ def _members(fit: dict[str, Any]) -> str:
     return f"{members} ({', '.join(outcomes)})" if outcomes else str(members)
 
 
-def _median_best_epoch(fit: dict[str, Any]) -> float | None:
-    """The median best epoch over replicas: a summary dict (``best_epoch``), or older trials'
-    list of every replica's (``best_epochs``)."""
+def _best_epoch(fit: dict[str, Any]) -> str:
+    """The median best epoch over the members that have one (a pos-veto member has none), and
+    how many do when some do not: a median of 1 member of 6 must not read as the trial's.
+
+    From the summary dict (``best_epoch``), or older trials' list of every member's
+    (``best_epochs``, -1 for none)."""
     summary = fit.get("best_epoch")
-    if isinstance(summary, dict) and _finite(summary.get("q50")):
-        return float(summary["q50"])
-    epochs = [e for e in fit.get("best_epochs") or [] if _finite(e) and e >= 0]
-    return float(np.median(epochs)) if epochs else None
+    if isinstance(summary, dict):
+        n, median = summary.get("n"), summary.get("q50")
+    else:
+        epochs = [e for e in fit.get("best_epochs") or [] if _finite(e) and e >= 0]
+        n, median = len(epochs), float(np.median(epochs)) if epochs else None
+    text = f"{round(median)}" if _finite(median) else ""
+    members = fit.get("members")
+    if isinstance(n, int) and isinstance(members, int) and n < members:
+        return f"{text} ({n} of {members})" if text else f"none of {members}"
+    return text
 
 
 def _best_table(trials: _Trials, category: str, top: int) -> str:
@@ -599,7 +608,7 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
                 spread.get("q50", ""),
                 spread.get("max", ""),
                 _members(fit),
-                "" if (epoch := _median_best_epoch(fit)) is None else int(round(epoch)),
+                _best_epoch(fit),
                 _duration(trial),
                 trial.user_attrs.get("worker", ""),
                 params,
@@ -770,7 +779,8 @@ def study_report(
             "how many were fitted, and how many of them diverged (up to "
             "<code>scan.divergence.max_diverged</code>) or were vetoed by positivity "
             "(pos-veto: no step passed positivity and the χ² threshold, so n3fit would discard "
-            "the replica); their χ² counts in the trial value all the same. "
+            "the replica); their χ² counts in the trial value all the same. Best epoch: the "
+            "median over the members that have one, with how many do when a member has none. "
             f"<code>hyperscan export --study {_e(study.study_name)}</code> writes the best as a "
             "fit runcard.</p>"
         )

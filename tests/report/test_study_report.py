@@ -20,7 +20,7 @@ from PIL import Image
 from hyperscan.cli import main
 from hyperscan.report._study_report import _real_sets, _Trials, study_report, throughput_figure
 from hyperscan.runcard import parse_scan_runcard
-from hyperscan.scan import load_study, open_storage
+from hyperscan.scan import load_study, open_storage, summary
 
 
 class _Tags(HTMLParser):
@@ -248,3 +248,24 @@ def test_best_trials_show_members_not_ok(tmp_path):
         "2 (1 diverged, 1 pos-veto)",
     ]
     assert "n3fit would discard" in text
+
+
+def test_best_epoch_says_of_how_many_members(tmp_path):
+    """The median best epoch is over the members that have one: when some have none
+    (pos-veto), the table says of how many, so one member's epoch is not read as the trial's."""
+    storage = build_study(
+        tmp_path / "h.journal",
+        "epochs",
+        [TrialState.COMPLETE] * 3,
+        fits={
+            1: {"pos_veto": 1, "best_epoch": summary(np.array([812.0]))},
+            2: {"pos_veto": 2, "best_epoch": summary(np.array([]))},
+        },
+    )
+    study = load_study(open_storage(storage), "epochs")
+    rows = _best_rows(study_report(study, storage))
+    every = study.trials[0].user_attrs["fit"]["best_epoch"]
+    assert every["n"] == 2
+    assert rows[0]["best epoch (median)"] == str(round(every["q50"]))
+    assert rows[1]["best epoch (median)"] == "812 (1 of 2)"
+    assert rows[2]["best epoch (median)"] == "none of 2"
