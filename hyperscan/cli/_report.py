@@ -36,7 +36,9 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
 
     Objective history with the running best, the statistic against each hyperparameter
     (pruned and trashed trials apart, with reasons), parameter importances, the spread of
-    replica chi2 per trial, the best trials, trial states and worker throughput over time.
+    replica chi2 per trial, the best trials, trial states and worker throughput over time,
+    the trials set apart and why. With no complete trial yet the page says so and shows the
+    rest; only a study with no finished trial is refused.
 
     \b
     Example:

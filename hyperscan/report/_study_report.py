@@ -6,7 +6,9 @@ inline CSS, and there is no JavaScript, so the file opens anywhere, offline, and
 or attached to a logbook. Sections: summary, objective history with the running best, the
 statistic against each hyperparameter (pruned and trashed trials apart, with reasons),
 parameter importances, the spread of replica chi2 per trial, the best trials, trial states and
-worker throughput over time, the trials set apart, and the study's runcard.
+worker throughput over time, the trials set apart, and the study's runcard. A study whose
+finished trials were all pruned, trashed or failed gets the page too, saying that nothing is
+best: where those trials went and why is what its user needs then.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ _MAX_LISTED = 60  # rows of the "set apart" table
 
 
 class ReportError(Exception):
-    """Nothing to report on yet (no complete trial): a message for the user, not a bug."""
+    """Nothing to report on yet (no finished trial): a message for the user, not a bug."""
 
 
 # --------------------------------------------------------------------------- the trials
@@ -156,9 +158,12 @@ def history_figure(trials: _Trials, label: str) -> Figure:
     values = np.array([t.value for t in trials.complete], dtype=float)
     order = np.argsort(numbers)
     numbers, values = numbers[order], values[order]
-    ax.scatter(numbers, values, s=22, color=STATE_COLOURS["complete"], label="complete", zorder=3)
-    best = np.minimum.accumulate(values)
-    ax.step(numbers, best, where="post", color=_BEST, lw=2, label="running best", zorder=4)
+    if values.size:
+        ax.scatter(
+            numbers, values, s=22, color=STATE_COLOURS["complete"], label="complete", zorder=3
+        )
+        best = np.minimum.accumulate(values)
+        ax.step(numbers, best, where="post", color=_BEST, lw=2, label="running best", zorder=4)
     shown = list(values)
     pruned = [(t.number, r[1]) for t in trials.pruned if (r := _last_report(t))]
     if pruned:
@@ -208,7 +213,8 @@ def _parameter_order(trials: list[FrozenTrial]) -> list[str]:
 
 
 def param_figure(name: str, trials: _Trials, label: str, best: FrozenTrial | None) -> Figure | None:
-    """The trial value against one parameter; pruned and trashed trials on a strip below."""
+    """The trial value against one parameter; pruned and trashed trials on a strip below (the
+    strip alone where no complete trial has the parameter: an empty panel would say nothing)."""
     having = [t for t in trials.complete if name in t.params]
     apart = [
         (kind, t)
@@ -220,11 +226,15 @@ def param_figure(name: str, trials: _Trials, label: str, best: FrozenTrial | Non
         return None
     distribution = next(t.distributions[name] for t in having + [t for _, t in apart])
     categorical = isinstance(distribution, CategoricalDistribution)
-    figure = new_figure(5.0, 4.0 if apart else 3.4)
-    if apart:
+    if having and apart:
+        figure = new_figure(5.0, 4.0)
         ax, strip = figure.subplots(2, 1, sharex=True, height_ratios=(4, 1))
-    else:
+    elif having:
+        figure = new_figure(5.0, 3.4)
         ax, strip = figure.subplots(), None
+    else:
+        figure = new_figure(5.0, 2.0)
+        ax, strip = None, figure.subplots()
     if categorical:
         choices = [str(c) for c in distribution.choices]
 
@@ -256,12 +266,10 @@ def param_figure(name: str, trials: _Trials, label: str, best: FrozenTrial | Non
                 linewidths=0.7, zorder=4, label=f"best (trial {best.number})",
             )  # fmt: skip
             ax.legend(loc="best")
-    else:
-        ax.text(0.5, 0.5, "no complete trial", ha="center", va="center", transform=ax.transAxes)
-    if log_values:
-        ax.set_yscale("log")
-    ax.set_ylabel(label)
-    ax.set_title(f"{name} ({len(having)} complete)")
+        if log_values:
+            ax.set_yscale("log")
+        ax.set_ylabel(label)
+    (strip if ax is None else ax).set_title(f"{name} ({len(having)} complete)")
     if strip is not None:
         rows = {"pruned": 1.0, "trashed": 0.0}
         for kind in ("pruned", "trashed"):
@@ -412,7 +420,8 @@ def spread_figure(trials: _Trials, category: str, label: str) -> Figure | None:
     ax.plot([], [], color="0.3", lw=0.9, label="best – worst replica")
     ax.plot([], [], color="0.3", lw=4, alpha=0.7, label="16–84% of replicas")
     ax.plot([], [], "o", ms=4, mfc="white", mec="0.3", label="median replica")
-    ax.plot([], [], "D", ms=3.2, color=_BEST, ls="", label=f"trial value ({label})")
+    if trials.complete:
+        ax.plot([], [], "D", ms=3.2, color=_BEST, ls="", label=f"trial value ({label})")
     if trials.pruned:
         ax.plot([], [], color=STATE_COLOURS["pruned"], lw=4, label="pruned (when stopped)")
     ax.set_xlabel("trial number")
@@ -655,13 +664,18 @@ def _summary_rows(
     study: optuna.Study, url: str, card: ScanRuncard | None, trials: _Trials, counts: dict
 ) -> list[tuple[str, str]]:
     sentence, _ = _objective_text(card)
-    best = trials.ranked[0]
+    best = trials.ranked[0] if trials.complete else None
     finished = sum(counts.get(s, 0) for s in ("complete", "pruned", "trashed"))
     rows = [
         ("study", study.study_name),
         ("storage", url),
         ("trial value", sentence + " (lower is better)"),
-        ("best", f"trial {best.number}, value {best.value:.6g}"),
+        (
+            "best",
+            "none: no trial is complete"
+            if best is None
+            else f"trial {best.number}, value {best.value:.6g}",
+        ),
         (
             "trials",
             ", ".join(f"{counts.get(s, 0)} {s}" for s in STATE_ORDER)
@@ -709,48 +723,70 @@ def study_report(
 ) -> str:
     """The report of ``study`` (stored at the redacted ``url``) as one self-contained HTML page.
 
-    Raises :class:`ReportError` when the study has no complete trial yet.
+    Raises :class:`ReportError` when no trial has finished yet. Finished trials none of which
+    completed (all pruned, trashed or failed) are when the user most needs to see where and
+    why: the page says that nothing is best and leaves out only what needs a value.
     """
     now = now or datetime.datetime.now()
     trials = _Trials(study.get_trials(deepcopy=False))
     counts = dict(state_counts(trials.all))
-    if not trials.complete:
-        listed = ", ".join(f"{counts[s]} {s}" for s in STATE_ORDER if counts.get(s))
-        why = " for the trashed trials' reasons" if counts.get("trashed") else ""
+    listed = ", ".join(f"{counts[s]} {s}" for s in STATE_ORDER if counts.get(s))
+    if not (trials.complete or trials.pruned or trials.trashed or trials.failed):
         raise ReportError(
-            f"study {study.study_name!r} has no complete trial yet ({listed or 'no trials'}), "
-            "so there is nothing to rank or plot against; run workers, or see "
-            f"`hyperscan study status --study {study.study_name}`{why}"
+            f"study {study.study_name!r} has no finished trial yet ({listed or 'no trials'}), "
+            "so there is nothing to report; run workers, or see "
+            f"`hyperscan study status --study {study.study_name}`"
         )
     card, runcard_text = _runcard(study)
     sentence, label = _objective_text(card)
     category = _category(card)
-    best = trials.ranked[0]
+    best = trials.ranked[0] if trials.complete else None
     parts: list[str] = []
     with style():
         parts.append('<section id="history"><h2>Objective history</h2>')
-        parts.append(
-            f"<p>Trial value = {_e(sentence)}. The orange line is the best value so far. "
-            "Pruned trials are drawn at their last report to the pruner; trashed trials "
-            "(diverged replicas) have no value and are marked along the top.</p>"
-        )
-        parts.append(_img(history_figure(trials, label), "objective history"))
+        if trials.complete or any(_last_report(t) for t in trials.pruned):
+            parts.append(
+                f"<p>Trial value = {_e(sentence)}. "
+                + ("The orange line is the best value so far. " if trials.complete else "")
+                + "Pruned trials are drawn at their last report to the pruner; trashed trials "
+                "(diverged replicas) have no value and are marked along the top.</p>"
+            )
+            parts.append(_img(history_figure(trials, label), "objective history"))
+        else:
+            parts.append(
+                "<p>No trial has a value to plot: none is complete, trashed and failed trials "
+                "have none, and no pruned trial reported one to the pruner.</p>"
+            )
         parts.append("</section>")
 
         names = _parameter_order(trials.all)
         parts.append('<section id="parameters"><h2>Statistic against each hyperparameter</h2>')
-        parts.append(
-            "<p>Complete trials coloured by trial number (dark: early, yellow: late); the star "
-            "is the best trial. Categorical parameters show the distribution of values per "
-            "choice. Below each panel, the values of pruned (○) and trashed (×) trials, which "
-            "have no value to plot; their reasons are listed under "
-            '<a href="#apart">Trials set apart</a>.</p><div class="grid">'
-        )
-        for name in names:
-            figure = param_figure(name, trials, label, best)
-            if figure is not None:
-                parts.append(_img(figure, f"trial value against {name}"))
-        parts.append("</div></section>")
+        figures = [
+            _img(figure, f"trial value against {name}")
+            for name in names
+            if (figure := param_figure(name, trials, label, best)) is not None
+        ]
+        if figures:
+            parts.append(
+                (
+                    "<p>Complete trials coloured by trial number (dark: early, yellow: late); "
+                    "the star is the best trial. Categorical parameters show the distribution "
+                    "of values per choice. Below each panel, the values of pruned (○) and "
+                    "trashed (×) trials, which have no value to plot; alone where no complete "
+                    "trial has the parameter. "
+                    if trials.complete
+                    else "<p>No trial is complete, so there is no value to plot: each panel "
+                    "shows where in the searched range the pruned (○) and trashed (×) trials "
+                    "went. "
+                )
+                + "Their reasons are listed under "
+                '<a href="#apart">Trials set apart</a>.</p><div class="grid">'
+                + "".join(figures)
+                + "</div>"
+            )
+        else:
+            parts.append("<p>No complete, pruned or trashed trial to plot.</p>")
+        parts.append("</section>")
 
         found, note = importances(study, trials)
         parts.append('<section id="importances"><h2>Parameter importances</h2>')
@@ -773,18 +809,24 @@ def study_report(
         parts.append("</section>")
 
         parts.append('<section id="best"><h2>Best trials</h2>')
-        parts.append(
-            f"<p>The {min(top, len(trials.complete))} best of {len(trials.complete)} complete "
-            f"trials. Replica columns: {_e(category.replace('_', '-'))} χ² per point. Members: "
-            "how many were fitted, and how many of them diverged (up to "
-            "<code>scan.divergence.max_diverged</code>) or were vetoed by positivity "
-            "(pos-veto: no step passed positivity and the χ² threshold, so n3fit would discard "
-            "the replica); their χ² counts in the trial value all the same. Best epoch: the "
-            "median over the members that have one, with how many do when a member has none. "
-            f"<code>hyperscan export --study {_e(study.study_name)}</code> writes the best as a "
-            "fit runcard.</p>"
-        )
-        parts.append(_best_table(trials, category, top))
+        if best is None:
+            parts.append(
+                "<p>None: no trial is complete, so there is nothing to rank, and "
+                "<code>hyperscan export</code> has no runcard to write.</p>"
+            )
+        else:
+            parts.append(
+                f"<p>The {min(top, len(trials.complete))} best of {len(trials.complete)} "
+                f"complete trials. Replica columns: {_e(category.replace('_', '-'))} χ² per "
+                "point. Members: how many were fitted, and how many of them diverged (up to "
+                "<code>scan.divergence.max_diverged</code>) or were vetoed by positivity "
+                "(pos-veto: no step passed positivity and the χ² threshold, so n3fit would "
+                "discard the replica); their χ² counts in the trial value all the same. Best "
+                "epoch: the median over the members that have one, with how many do when a "
+                f"member has none. <code>hyperscan export --study {_e(study.study_name)}</code> "
+                "writes the best as a fit runcard.</p>"
+            )
+            parts.append(_best_table(trials, category, top))
         parts.append("</section>")
 
         parts.append('<section id="workers"><h2>Trial states and worker throughput</h2>')
@@ -833,6 +875,14 @@ def study_report(
             ("apart", "set apart"),
         )
     )
+    no_best = (
+        ""
+        if best is not None
+        else f'<p class="note">No trial is complete yet ({_e(listed)}): none is best, and '
+        "<code>hyperscan export</code> has no runcard to write. What the finished trials "
+        "tell is below: where in the space they were pruned or trashed, and why, under "
+        '<a href="#apart">Trials set apart</a>.</p>'
+    )
     title = f"hyperscan report: {study.study_name}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -840,5 +890,7 @@ def study_report(
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{_e(title)}</h1>"
         f'<p class="muted">generated {now:%Y-%m-%d %H:%M} by hyperscan {_e(__version__)}</p>'
-        f'<nav>{nav}</nav><table class="kv">{summary}</table>' + "".join(parts) + "</body></html>\n"
+        f'<nav>{nav}</nav><table class="kv">{summary}</table>{no_best}'
+        + "".join(parts)
+        + "</body></html>\n"
     )

@@ -154,31 +154,68 @@ def test_report_renders_in_headless_chromium(report_file, chromium, tmp_path):
     assert any(i["width"] == 0 for i in control.images)
 
 
-def test_no_complete_trial_is_a_clear_message(tmp_path):
-    storage = build_study(
-        tmp_path / "h.journal", "stuck", [TrialState.PRUNED] * 4 + [TrialState.RUNNING]
-    )
+def test_no_complete_trial_reports_the_trials_set_apart(tmp_path, chromium):
+    """Every finished trial pruned, trashed or failed: the page says up front that nothing is
+    best, and shows where in the space the trials went and why they were set apart."""
+    states = [TrialState.PRUNED] * 4 + [TrialState.FAIL, TrialState.RUNNING]
+    storage = build_study(tmp_path / "h.journal", "stuck", states)
     output = tmp_path / "report.html"
     result = _report(storage, "stuck", output)
-    assert result.exit_code == 2
-    assert "error: study 'stuck' has no complete trial yet" in result.output
-    assert "(2 pruned, 2 trashed, 1 running)" in result.output
-    assert "`hyperscan study status --study stuck` for the trashed trials' reasons" in (
-        result.output
-    )
-    assert "Traceback" not in result.output
-    assert not output.exists()
+    assert result.exit_code == 0, result.output
+    text = output.read_text()
+    note = "No trial is complete yet (2 pruned, 2 trashed, 1 fail, 1 running): none is best"
+    assert text.index(note) < text.index('<section id="history">')
+    assert "<th>best</th><td>none: no trial is complete</td>" in text
+    assert "<th>rank</th>" not in text  # no best-trials table
+    assert "1 diverged: replica 2 at epoch 500: non-finite loss" in text
+    assert "stopped by the pruner after step 400" in text
+    assert "Importances need at least 2 complete trials; this study has 0." in text
+    alts = [attrs["alt"] for tag, attrs in _tags(text) if tag == "img"]
+    for alt in ("objective history", "trial value against layers", "trials by state"):
+        assert alt in alts
+    with Chromium(chromium) as browser:
+        page = browser.check(output.as_uri())
+    assert page.errors == []
+    assert len(page.images) == len(alts)
+    for image in page.images:
+        assert image["complete"] and image["width"] > 0 and image["height"] > 0, image
+    _assert_not_blank(page.screenshot, "screenshot")
+
     best = tmp_path / "best.yml"
     export = CliRunner().invoke(
         main, ["export", "--study", "stuck", "--storage", storage, "-o", best]
     )
     assert export.exit_code == 2 and not best.exists()
-    assert "no complete trial yet (2 pruned, 1 running, 2 trashed)" in export.output
+    assert "no complete trial yet (1 fail, 2 pruned, 1 running, 2 trashed)" in export.output
 
+
+def test_trials_without_values_have_no_history_to_plot(tmp_path):
+    storage = build_study(tmp_path / "h.journal", "trashed", [TrialState.PRUNED])  # trashed
+    text = study_report(load_study(open_storage(storage), "trashed"), storage)
+    assert "No trial has a value to plot" in text
+    alts = [attrs.get("alt") for tag, attrs in _tags(text) if tag == "img"]
+    assert "objective history" not in alts and "trial value against layers" in alts
+    assert "1 diverged: replica 2 at epoch 200" in text
+
+    storage = build_study(tmp_path / "f.journal", "failed", [TrialState.FAIL])
+    text = study_report(load_study(open_storage(storage), "failed"), storage)
+    assert "No trial has a value to plot" in text
+    assert "No complete, pruned or trashed trial to plot." in text
+    assert "failed, not re-queued" in text
+
+
+def test_no_finished_trial_is_a_clear_message(tmp_path):
+    output = tmp_path / "report.html"
+    running = build_study(tmp_path / "r.journal", "running", [TrialState.RUNNING])
+    result = _report(running, "running", output)
+    assert result.exit_code == 2
+    assert "error: study 'running' has no finished trial yet (1 running)" in result.output
+    assert "`hyperscan study status --study running`" in result.output
+    assert "Traceback" not in result.output
     empty = build_study(tmp_path / "e.journal", "empty", [])
     result = _report(empty, "empty", output)
-    assert result.exit_code == 2 and "no complete trial yet (no trials)" in result.output
-    assert "reasons" not in result.output  # no trashed trial: no trashed reasons to point to
+    assert result.exit_code == 2 and "no finished trial yet (no trials)" in result.output
+    assert not output.exists()
 
 
 def test_one_complete_trial_reports_without_importances(tmp_path):
