@@ -182,6 +182,12 @@ def history_figure(trials: _Trials, label: str) -> Figure:
             color=STATE_COLOURS["trashed"], transform=transform, label="trashed (no value)",
             zorder=5, clip_on=False,
         )  # fmt: skip
+        # Their blended transform leaves the data limits alone: trials trashed after the last
+        # one with a value would fall off the axis.
+        low, high = ax.get_xlim()
+        trashed_numbers = [t.number for t in trials.trashed]
+        ax.set_xlim(min(low, min(trashed_numbers) - 0.5), max(high, max(trashed_numbers) + 0.5))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial number")
     ax.set_title("Objective history")
     _legend_below(ax)
@@ -424,6 +430,7 @@ def spread_figure(trials: _Trials, category: str, label: str) -> Figure | None:
         ax.plot([], [], "D", ms=3.2, color=_BEST, ls="", label=f"trial value ({label})")
     if trials.pruned:
         ax.plot([], [], color=STATE_COLOURS["pruned"], lw=4, label="pruned (when stopped)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trial number")
     _legend_below(ax)
     ax.set_title("Spread of the replicas' χ² in each trial")

@@ -18,7 +18,14 @@ from optuna.trial import TrialState
 from PIL import Image
 
 from hyperscan.cli import main
-from hyperscan.report._study_report import _real_sets, _Trials, study_report, throughput_figure
+from hyperscan.report._study_report import (
+    _real_sets,
+    _Trials,
+    history_figure,
+    spread_figure,
+    study_report,
+    throughput_figure,
+)
 from hyperscan.runcard import parse_scan_runcard
 from hyperscan.scan import load_study, open_storage, summary
 
@@ -306,3 +313,18 @@ def test_best_epoch_says_of_how_many_members(tmp_path):
     assert rows[0]["best epoch (median)"] == str(round(every["q50"]))
     assert rows[1]["best epoch (median)"] == "812 (1 of 2)"
     assert rows[2]["best epoch (median)"] == "none of 2"
+
+
+def test_history_reaches_the_last_trashed_trial(tmp_path):
+    """Trashed trials are crosses along the top, at their numbers: one trashed after the last
+    trial with a value is still inside the axis; trial numbers are whole ticks."""
+    states = [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED, TrialState.PRUNED]
+    storage = build_study(tmp_path / "h.journal", "late", states)  # 2 pruned, 3 trashed
+    trials = _Trials(load_study(open_storage(storage), "late").get_trials())
+    assert [t.number for t in trials.trashed] == [3]
+    figures = [history_figure(trials, "value"), spread_figure(trials, "validation", "value")]
+    low, high = figures[0].axes[0].get_xlim()
+    assert low < 0 and high > 3
+    for figure in figures:
+        ticks = figure.axes[0].get_xticks()
+        assert len(ticks) > 1 and all(float(t).is_integer() for t in ticks), ticks
