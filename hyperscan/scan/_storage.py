@@ -318,6 +318,7 @@ def _os_cause(exc: OSError) -> str | None:
         errno.EROFS: f"{where} is on a read-only file system",
         errno.ENOENT: f"{where} does not exist",
         errno.ENOTDIR: f"a part of the path {where} is a file, not a folder",
+        errno.EEXIST: f"{where} is a file, where the storage's folder should be",
         errno.EISDIR: f"{where} is a folder, not a journal file",
         errno.ENOSPC: f"no space left on the device holding {where}",
         errno.EDQUOT: f"disk quota exceeded while writing {where}",
@@ -705,8 +706,11 @@ def _schema_guard(url: str, connect_args: dict[str, Any], create: bool) -> Itera
     """
     parsed = sqlalchemy.engine.make_url(url)
     # resolve_url refused in-memory SQLite: a database here names a file.
-    if not create and parsed.get_backend_name() == "sqlite" and not os.path.exists(parsed.database):
-        raise StorageError(f"no SQLite file {parsed.database}; {_SCHEMA_HINT}", url)
+    if parsed.get_backend_name() == "sqlite":
+        if create:  # its folders, as for a journal file
+            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        elif not os.path.exists(parsed.database):
+            raise StorageError(f"no SQLite file {parsed.database}; {_SCHEMA_HINT}", url)
     engine = sqlalchemy.create_engine(
         url, poolclass=sqlalchemy.pool.NullPool, connect_args=connect_args
     )

@@ -190,8 +190,8 @@ def test_redact(url, expected):
 
 @pytest.mark.parametrize("backend", ["journal", "postgresql", "sqlite"])
 def test_create_run_and_reopen(request, tmp_path, backend):
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'scan.db'}"
+    if backend == "sqlite":  # a file in folders not made yet, as the journal's
+        url = f"sqlite:///{tmp_path / 'new' / 'scan.db'}"
     elif backend == "journal":
         url = str(tmp_path / "new" / DEFAULT_STORAGE)
     else:
@@ -208,6 +208,15 @@ def test_create_run_and_reopen(request, tmp_path, backend):
     reopened = load_study(again, "s")
     assert [t.state for t in reopened.trials] == [TrialState.COMPLETE] * 3
     assert reopened.best_value == study.best_value
+
+
+@pytest.mark.parametrize("url", ["blocker/scan.journal", "sqlite:///blocker/scan.db"])
+def test_a_file_where_the_storage_folder_should_be_is_named(tmp_path, monkeypatch, url):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "blocker").write_text("notes")
+    with pytest.raises(StorageError, match="blocker is a file, where the storage's folder should"):
+        open_storage(url, create=True)
+    assert (tmp_path / "blocker").read_text() == "notes"
 
 
 def test_unknown_study_lists_existing(backend_url):
