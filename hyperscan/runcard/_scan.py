@@ -549,10 +549,14 @@ class PrunerSection(_Section):
 
 
 class ScanDivergenceSection(_Section):
-    """When a trial is trashed (never eligible as best) because replicas diverged."""
+    """When a trial is trashed (never eligible as best) because replicas failed."""
 
     #: A trial with more diverged replicas than this is trashed.
     max_diverged: Annotated[Int, Field(ge=0)] = 0
+    #: A trial with more pos-veto replicas (no step passed positivity and the χ² threshold,
+    #: which postfit would discard) than this is trashed; None scores them, as n3fit's
+    #: hyperopt does.
+    max_pos_veto: Annotated[Int, Field(ge=0)] | None = None
 
 
 class ScanSection(_Section):
@@ -597,15 +601,17 @@ class ScanSection(_Section):
                     "'scan.folds'; give folds or use 'validation'",
                 )
             )
-        if self.divergence.max_diverged >= self.members:
-            problems.append(
-                (
-                    ("divergence", "max_diverged"),
-                    f"must be < {self.members}, the replicas of a trial (folds x replicas), "
-                    f"got {self.divergence.max_diverged}: otherwise a trial whose every "
-                    "replica diverged would count",
+        for key, failed in (("max_diverged", "diverged"), ("max_pos_veto", "was vetoed")):
+            limit = getattr(self.divergence, key)
+            if limit is not None and limit >= self.members:
+                problems.append(
+                    (
+                        ("divergence", key),
+                        f"must be < {self.members}, the replicas of a trial (folds x replicas), "
+                        f"got {limit}: otherwise a trial whose every replica {failed} would "
+                        "count",
+                    )
                 )
-            )
         fail_at(problems, self)
         return self
 

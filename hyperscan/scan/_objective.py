@@ -12,7 +12,15 @@ import tensorflow as tf
 
 from hyperscan import __version__
 from hyperscan.data import Problem
-from hyperscan.fit import DIVERGED, FitResult, SyncReport, member_specs, run_fit
+from hyperscan.fit import (
+    DIVERGED,
+    DIVERGED_STATUS,
+    POSITIVITY_VETO,
+    FitResult,
+    SyncReport,
+    member_specs,
+    run_fit,
+)
 from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import RuncardError, ScanRuncard
 from hyperscan.scan._space import fixed_runcard, suggest
@@ -94,17 +102,22 @@ class Objective:
         return result.chi2_per_point[name]
 
     def _trash_reason(self, result: FitResult) -> str | None:
-        diverged = [m for m, status in enumerate(result.status) if status == "diverged"]
-        if len(diverged) <= self.runcard.scan.divergence.max_diverged:
-            return None
-        details = []
-        for m in diverged:
-            fold = f" (fold {result.folds[m]})" if result.folds[m] >= 0 else ""
-            details.append(
-                f"replica {result.replicas[m]}{fold} at epoch {result.stop_epoch[m]}: "
-                f"{result.divergence[m]}"
+        limits = self.runcard.scan.divergence
+        diverged = [m for m, status in enumerate(result.status) if status == DIVERGED_STATUS]
+        if len(diverged) > limits.max_diverged:
+            details = [
+                f"{_member(result, m)} at epoch {result.stop_epoch[m]}: {result.divergence[m]}"
+                for m in diverged
+            ]
+            return f"{len(diverged)} diverged: " + "; ".join(details)
+        vetoed = [m for m, status in enumerate(result.status) if status == POSITIVITY_VETO]
+        if limits.max_pos_veto is not None and len(vetoed) > limits.max_pos_veto:
+            return (
+                f"{len(vetoed)} pos-veto (no step passed positivity and the χ² threshold, "
+                f"more than scan.divergence.max_pos_veto = {limits.max_pos_veto}): "
+                + ", ".join(_member(result, m) for m in vetoed)
             )
-        return f"{len(diverged)} diverged: " + "; ".join(details)
+        return None
 
     def _record(self, trial: optuna.Trial, result: FitResult) -> None:
         """A handful of user attributes (each one a storage write)."""
@@ -140,6 +153,11 @@ class Objective:
                 "hyperscan": __version__,
             },
         )
+
+
+def _member(result: FitResult, m: int) -> str:
+    fold = f" (fold {result.folds[m]})" if result.folds[m] >= 0 else ""
+    return f"replica {result.replicas[m]}{fold}"
 
 
 class _Monitor:

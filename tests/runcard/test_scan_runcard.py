@@ -627,6 +627,13 @@ BAD = [
         "must be < 2",
     ),
     (
+        "max-pos-veto-all-members",
+        "scan: {replicas: 2, folds: [[a], [b]], divergence: {max_pos_veto: 4}, "
+        "space: {activation: [tanh]}}",
+        "scan.divergence.max_pos_veto",
+        "must be < 4",
+    ),
+    (
         "unknown-scan-key",
         "scan: {trails: 3, space: {activation: [tanh]}}",
         "scan.trails",

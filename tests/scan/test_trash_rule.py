@@ -268,6 +268,39 @@ def test_a_tolerated_divergence_with_non_finite_chi2_does_not_end_fail(
     assert study.best_trial.number == fine.number
 
 
+@pytest.mark.parametrize("max_pos_veto", [None, 0, 1])
+def test_pos_veto_replicas_trash_a_trial_only_past_max_pos_veto(
+    monkeypatch: pytest.MonkeyPatch, max_pos_veto: int | None
+) -> None:
+    """By default a pos-veto replica's χ² is scored, as n3fit's hyperopt scores it; with
+    `max_pos_veto: n` a trial with more such replicas is trashed, naming them."""
+
+    def one_vetoed(card: FitRuncard, **kwargs: object) -> FitResult:
+        result = fake_fit(card, **kwargs)
+        result.status[1] = "pos-veto"
+        result.best_epoch[1] = -1
+        return result
+
+    monkeypatch.setattr(objective_module, "run_fit", one_vetoed)
+    limit = "" if max_pos_veto is None else f", max_pos_veto: {max_pos_veto}"
+    card = CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 0" + limit)
+    runcard = parse_scan_runcard(card, "toy-scan.yml")
+    study = optuna.create_study()
+    study.enqueue_trial({X: 0.5, Y: 0.3})
+    study.optimize(Objective(runcard, None, threading.Event()), n_trials=1)
+    (trial,) = study.trials
+    assert trial.user_attrs["fit"]["pos_veto"] == 1
+    if max_pos_veto == 0:
+        assert trial.state == TrialState.PRUNED
+        assert trashed(trial) == (
+            "1 pos-veto (no step passed positivity and the χ² threshold, more than "
+            "scan.divergence.max_pos_veto = 0): replica 2"
+        )
+    else:
+        assert trial.state == TrialState.COMPLETE and trashed(trial) is None
+        assert trial.value == pytest.approx(0.04 * 1.01)  # the vetoed replica's χ² counts
+
+
 def test_drawn_values_that_break_the_runcard_together_trash_the_trial() -> None:
     """Each end of each range passes alone, so the study is created; a trial whose values
     break a rule together is trashed with the rule, and the worker goes on."""
