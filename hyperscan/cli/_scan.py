@@ -84,11 +84,19 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     try:
         problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)
-        _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
+        _, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
     except _scan_errors() as error:
         fail(str(error))
     where = storage_url(handle)
-    click.echo(f"study {name!r} {'created' if created else 'exists with this runcard'} in {where}")
+    if creation.created:
+        click.echo(f"study {name!r} created in {where}")
+    elif creation.old_budget is not None:
+        click.echo(
+            f"study {name!r} in {where}: budget changed from {creation.old_budget} to "
+            f"{card.scan.trials} trials (workers already running keep theirs)"
+        )
+    else:
+        click.echo(f"study {name!r} exists with this runcard in {where}")
 
 
 @study.command("status")
@@ -459,7 +467,7 @@ def scan(
     try:
         problem = checked_data(card, str(runcard))  # before the storage is created
         handle = open_storage(storage, create=True)
-        _, created = create_study(card, handle, name, source=str(runcard), problem=problem)
+        _, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
         setup = open_study(handle, name)
         with explained_storage_errors(handle):
             left = card.scan.trials - finished_trials(setup.study)  # failing stale ones keeps it
@@ -467,9 +475,11 @@ def scan(
     except _scan_errors() as error:
         fail(str(error))
     workers = max(0, min(workers, left))  # a worker more than the trials left only starts
+    was = "" if creation.old_budget is None else f" (was {creation.old_budget})"
     click.echo(
-        f"study {name!r} {'created' if created else 'resumed'}: budget {card.scan.trials} "
-        f"trials of {len(card.scan.folds) or 1}×{card.scan.replicas} members, {workers} workers"
+        f"study {name!r} {'created' if creation.created else 'resumed'}: budget "
+        f"{card.scan.trials} trials{was} of {len(card.scan.folds) or 1}×{card.scan.replicas} "
+        f"members, {workers} worker{'' if workers == 1 else 's'}"
         + ("" if left > 0 else " (budget already spent)")
     )
     processes = start_workers(name, storage, workers, card.training.threads) if workers else []

@@ -37,6 +37,7 @@ from hyperscan.scan._storage import (
     study_names,
 )
 from hyperscan.scan._study import (
+    Creation,
     ScanError,
     StudySetup,
     check_runcard,
@@ -60,6 +61,7 @@ _FITTING = {
 }
 
 __all__ = [
+    "Creation",
     "DEFAULT_STORAGE",
     "STORAGE_ENV",
     "Objective",

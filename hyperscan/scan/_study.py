@@ -41,6 +41,15 @@ class ScanError(Exception):
 
 
 @dataclass(frozen=True)
+class Creation:
+    """What :func:`create_study` did."""
+
+    created: bool
+    #: The budget (scan.trials) an existing study had, when the runcard changed it.
+    old_budget: int | None = None
+
+
+@dataclass(frozen=True)
 class StudySetup:
     """A study with the runcard it carries; :func:`study_problem` builds its data."""
 
@@ -130,12 +139,16 @@ def create_study(
     name: str,
     source: str = "<runcard>",
     problem: Problem | None = None,
-) -> tuple[optuna.Study, bool]:
-    """Create the study once; the same runcard again is a no-op, a different one is refused.
+) -> tuple[optuna.Study, Creation]:
+    """Create the study once; the same runcard again is a no-op, one that differs only in its
+    budget (scan.trials) changes the study's budget, any other is refused.
 
-    Returns the study and whether it was created now. Everything is checked before the first
-    write, so a refused runcard leaves the storage as it was. ``problem``: the runcard's data
-    from :func:`checked_data`, if the caller has them already.
+    A budget can change because it counts trials and changes none: a scan that ended wants
+    more trials of the same kind. Workers already running keep the budget they started with.
+
+    Returns the study and what was done. Everything is checked before the first write, so a
+    refused runcard leaves the storage as it was. ``problem``: the runcard's data from
+    :func:`checked_data`, if the caller has them already.
     """
     problem = problem if problem is not None else checked_data(runcard, source)
     text = dump_runcard(runcard)
@@ -149,16 +162,23 @@ def create_study(
             study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
             study.set_user_attr(VERSION_ATTR, __version__)
             study.set_user_attr(ENGINE_ATTR, ENGINE)
-            return study, True
+            return study, Creation(created=True)
     study = load_study(storage, name)
     stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
-    if stored != runcard:
-        raise ScanError(
-            f"study {name!r} in {storage_url(storage)} exists with a different runcard "
-            f"({_differences(stored, runcard)}); choose another --name, or use the runcard it "
-            "was created with"
-        )
-    return study, False
+    if stored == runcard:
+        return study, Creation(created=False)
+    if stored is not None and _with_budget(stored, runcard.scan.trials) == runcard:
+        study.set_user_attr(RUNCARD_ATTR, text)
+        return study, Creation(created=False, old_budget=stored.scan.trials)
+    raise ScanError(
+        f"study {name!r} in {storage_url(storage)} exists with a different runcard "
+        f"({_differences(stored, runcard)}); choose another --name, or use the runcard it "
+        "was created with (only scan.trials, the budget, may change)"
+    )
+
+
+def _with_budget(runcard: ScanRuncard, trials: int) -> ScanRuncard:
+    return runcard.model_copy(update={"scan": runcard.scan.model_copy(update={"trials": trials})})
 
 
 def _stored_runcard(text: str | None) -> ScanRuncard | None:

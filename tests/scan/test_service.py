@@ -829,15 +829,34 @@ def test_password_never_printed_by_a_real_server(postgres_server, tmp_path):
 def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
     create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
     before = snapshot(url)
-    other = write_card(tmp_path / "other.yml", scan_card(scan={"trials": 5}))
+    other = write_card(tmp_path / "other.yml", scan_card(scan={"trials": 5}, epochs=200))
     result = cli("study", "create", other, "--storage", url, "--name", "s")
     message = assert_clean_failure(result)
     assert "study 's'" in message and "exists with a different runcard" in message
-    assert "(scan.trials: 4 → 5)" in message  # what changed
+    assert "(epochs: 100 → 200; scan.trials: 4 → 5)" in message  # what changed
+    assert "only scan.trials, the budget, may change" in message
     assert snapshot(url) == before  # stored runcard unchanged, no new study
     assert study_names(open_storage(url)) == ["s"]
     stored = load_study(open_storage(url), "s").user_attrs["hyperscan:runcard"]
     assert yaml.safe_load(stored)["scan"]["trials"] == TINY_SCAN["scan"]["trials"]
+
+
+def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_path):
+    """A study that spent its budget takes more trials of the same kind: the runcard with a
+    larger scan.trials changes the budget, and workers read it from the study."""
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    more = write_card(tmp_path / "more.yml", scan_card(scan={"trials": 9}))
+    result = cli("study", "create", more, "--storage", url, "--name", "s")
+    assert result.exit_code == 0, result.output
+    where = redact(resolve_url(url))
+    assert result.stdout == (
+        f"study 's' in {where}: budget changed from 4 to 9 trials (workers already running "
+        "keep theirs)\n"
+    )
+    status = cli("study", "status", "--study", "s", "--storage", url)
+    assert "(budget 9 finished)" in status.stdout, status.output
+    again = cli("study", "create", more, "--storage", url, "--name", "s")
+    assert f"study 's' exists with this runcard in {where}" in again.stdout
 
 
 def test_same_runcard_again_is_a_no_op(url, tmp_path):
@@ -1039,3 +1058,12 @@ def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
     assert len(
         load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick").trials
     ) == len(trials)
+
+    # The runcard with a larger budget: the same study takes one trial more.
+    write_card(tmp_path / "quick.yml", scan_card(scan={"trials": 5}))
+    more = cli("scan", "quick.yml", "--workers", "1")
+    assert more.exit_code == 0, more.output
+    assert "study 'quick' resumed: budget 5 trials (was 4) of 1×1 members, 1 worker" in more.stdout
+    study = load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick")
+    assert_nothing_lost(study.get_trials(), 5)
+    assert len(study.trials) == 5
