@@ -609,7 +609,46 @@ def _best_epoch(fit: dict[str, Any]) -> str:
     return text
 
 
-def _best_table(trials: _Trials, category: str, top: int) -> str:
+def _fold_statistic(card: ScanRuncard | None) -> tuple[str, str]:
+    """(key of the fold summary, its name) for the fold columns of a k-fold study: the
+    objective's statistic over a fold's replicas, so that a column is what the trial value
+    reduces over the folds; the summary a trial stores has no trimmed mean, so the mean then."""
+    statistic = "mean" if card is None else card.scan.objective.statistic
+    if statistic == "median":
+        return "q50", "median"
+    if statistic == "max":
+        return "max", "maximum"
+    if statistic == "mean_plus_std":
+        return "mean_plus_std", f"mean + {card.scan.objective.std_weight:g}·std"
+    return "mean", "mean"
+
+
+def _fold_cells(trial: FrozenTrial, card: ScanRuncard | None) -> list[Any]:
+    """One cell per fold of a k-fold study (none without folds): see :func:`_fold_statistic`."""
+    if card is None or not card.scan.folds:
+        return []
+    key, _ = _fold_statistic(card)
+    folds = trial.user_attrs.get("folds", {})
+    cells: list[Any] = []
+    for k in range(len(card.scan.folds)):
+        summary = folds.get(str(k)) if isinstance(folds, dict) else None
+        summary = summary if isinstance(summary, dict) else {}
+        if key == "mean_plus_std":
+            mean, std = summary.get("mean"), summary.get("std")
+            value = (
+                mean + card.scan.objective.std_weight * std
+                if _finite(mean) and _finite(std)
+                else ""
+            )
+        else:
+            value = summary.get(key, "")
+        cells.append(value if _finite(value) else "")
+    return cells
+
+
+def _best_table(trials: _Trials, category: str, top: int, card: ScanRuncard | None = None) -> str:
+    """The best complete trials; a k-fold study's also have a column per fold, since their
+    replica columns pool the folds, each scored on other datasets."""
     rows = []
     for rank, trial in enumerate(trials.ranked[:top], start=1):
         spread = _spread(trial, category) or {}
@@ -620,6 +659,7 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
                 rank,
                 trial.number,
                 trial.value,
+                *_fold_cells(trial, card),
                 spread.get("min", ""),
                 spread.get("q50", ""),
                 spread.get("max", ""),
@@ -630,11 +670,30 @@ def _best_table(trials: _Trials, category: str, top: int) -> str:
                 params,
             ]
         )
+    folds = [f"fold {k}" for k in range(len(card.scan.folds))] if card is not None else []
     header = [
-        "rank", "trial", "value", "best replica", "median replica", "worst replica", "members",
-        "best epoch (median)", "fit time", "worker", "parameters",
+        "rank", "trial", "value", *folds, "best replica", "median replica", "worst replica",
+        "members", "best epoch (median)", "fit time", "worker", "parameters",
     ]  # fmt: skip
-    return _table(header, rows, numeric=set(range(9)), nowrap=frozenset({9}))
+    numeric = set(range(9 + len(folds)))
+    return _table(header, rows, numeric=numeric, nowrap=frozenset({9 + len(folds)}))
+
+
+def _folds_note(card: ScanRuncard | None) -> str:
+    """What the fold columns of the best-trials table are (empty without folds)."""
+    if card is None or not card.scan.folds:
+        return ""
+    objective = card.scan.objective
+    _, name = _fold_statistic(card)
+    chi2 = "held-out" if objective.chi2 == "held_out" else "validation"
+    listed = "; ".join(f"fold {k}: {', '.join(fold)}" for k, fold in enumerate(card.scan.folds))
+    trimmed = " (not the trimmed mean, which a trial does not store per fold)"
+    return (
+        f" Fold columns: the {name} over the fold's {card.scan.replicas} replicas of their "
+        f"{chi2} χ² per point{trimmed if objective.statistic == 'trimmed_mean' else ''}; the "
+        f"trial value is the {objective.fold_statistic} over the folds. The replica columns "
+        f"pool every fold. Held out: {listed}."
+    )
 
 
 def _apart_rows(trials: _Trials) -> list[list[Any]]:
@@ -810,7 +869,15 @@ def study_report(
             parts.append(
                 f"<p>The {_e(category.replace('_', '-'))} χ² per point of each replica: a good "
                 "trial is good for every replica, not for a lucky few. A long whisker above a "
-                "low median is a trial with an unstable replica.</p>"
+                "low median is a trial with an unstable replica."
+                + (
+                    " In this k-fold study each fold's replicas are scored on other datasets, "
+                    "so the spread also holds the folds' differences: the best-trials table "
+                    "gives each fold's value."
+                    if card is not None and card.scan.folds
+                    else ""
+                )
+                + "</p>"
             )
             parts.append(_img(spread, "replica chi2 spread per trial"))
         parts.append("</section>")
@@ -831,9 +898,9 @@ def study_report(
                 "discard the replica); their χ² counts in the trial value all the same. Best "
                 "epoch: the median over the members that have one, with how many do when a "
                 f"member has none. <code>hyperscan export --study {_e(study.study_name)}</code> "
-                "writes the best as a fit runcard.</p>"
+                f"writes the best as a fit runcard.{_e(_folds_note(card))}</p>"
             )
-            parts.append(_best_table(trials, category, top))
+            parts.append(_best_table(trials, category, top, card))
         parts.append("</section>")
 
         parts.append('<section id="workers"><h2>Trial states and worker throughput</h2>')

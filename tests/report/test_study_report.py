@@ -10,10 +10,12 @@ import re
 from html.parser import HTMLParser
 
 import numpy as np
+import optuna
 import pytest
 from _chromium import Chromium
-from _studies import build_study
+from _studies import REPO, build_study
 from click.testing import CliRunner
+from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 from PIL import Image
 
@@ -27,7 +29,7 @@ from hyperscan.report._study_report import (
     throughput_figure,
 )
 from hyperscan.runcard import parse_scan_runcard
-from hyperscan.scan import load_study, open_storage, summary
+from hyperscan.scan import create_study, load_study, open_storage, summary, trial_value
 
 
 class _Tags(HTMLParser):
@@ -328,3 +330,49 @@ def test_history_reaches_the_last_trashed_trial(tmp_path):
     for figure in figures:
         ticks = figure.axes[0].get_xticks()
         assert len(ticks) > 1 and all(float(t).is_integer() for t in ticks), ticks
+
+
+def _kfold_study(path, statistic: str = "mean") -> str:
+    """studies/kfold-scan.yml (3 folds × 2 replicas) with two complete trials whose folds
+    differ by orders of magnitude, as held-out folds do when one needs extrapolation."""
+    text = (REPO / "studies" / "kfold-scan.yml").read_text()
+    card = parse_scan_runcard(text.replace("    statistic: mean ", f"    statistic: {statistic} "))
+    storage = open_storage(str(path), create=True)
+    study, _ = create_study(card, storage, "kfold")
+    dists = {"layers": IntDistribution(1, 2)}
+    for scale in (1.0, 2.0):
+        held_out = scale * np.array([[20.0, 22.0], [900.0, 2100.0], [450.0, 1500.0]])
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=TrialState.COMPLETE,
+                value=trial_value(held_out.ravel(), np.repeat([0, 1, 2], 2), card.scan.objective),
+                params={"layers": 1},
+                distributions=dists,
+                user_attrs={
+                    "replicas": {"held_out": summary(held_out.ravel())},
+                    "folds": {str(k): summary(fold) for k, fold in enumerate(held_out)},
+                },
+            )
+        )
+    return str(path)
+
+
+@pytest.mark.parametrize("statistic", ["mean", "median", "max", "mean_plus_std"])
+def test_kfold_best_trials_show_each_fold(tmp_path, statistic):
+    """The replica columns pool the folds, each scored on other datasets (fold 0's replicas
+    at 20, fold 1's at 2100): a column per fold gives what the trial value reduces over the
+    folds, so it is recomputed from them; the page names each fold's datasets."""
+    storage = _kfold_study(tmp_path / "h.journal", statistic)
+    study = load_study(open_storage(storage), "kfold")
+    text = study_report(study, storage)
+    rows = _best_rows(text)
+    for trial in study.trials:
+        folds = [float(rows[trial.number][f"fold {k}"]) for k in range(3)]
+        assert np.mean(folds) == pytest.approx(trial.value, rel=1e-3)
+    assert "fold 1: TOY_NMC_F2D, TOY_CHORUS_XF3WP, TOY_NUTEV_DIMUNB" in text
+    assert "fold 0" not in _best_rows(study_report(*_plain_study(tmp_path)))[0]
+
+
+def _plain_study(tmp_path) -> tuple[optuna.Study, str]:
+    storage = build_study(tmp_path / "plain.journal", "plain", [TrialState.COMPLETE])
+    return load_study(open_storage(storage), "plain"), storage
