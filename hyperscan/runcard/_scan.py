@@ -520,8 +520,9 @@ class SpaceSection(_Section):
 class ObjectiveSection(_Section):
     """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
 
-    #: ``held_out``: chi2 of each fold's held-out datasets (needs ``folds``; the default with
-    #: them, as n3fit's hyperopt scores its folds).
+    #: ``held_out``: chi2 of each fold's held-out datasets against the central data (needs
+    #: ``folds``; the default with them). n3fit's per-replica held-out loss, but not its default
+    #: fold loss, which adds its replicas' validation chi2 (README, scan runcard).
     chi2: Literal["validation", "held_out"] = "validation"
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
     #: For ``trimmed_mean``: the mean over this fraction of the replicas, best first.
