@@ -142,6 +142,7 @@ def summary(result: FitResult) -> str:
         f"{result.count('ok')} ok, {result.count('pos-veto')} pos-veto, "
         f"{result.count('diverged')} diverged" + (" (interrupted)" if result.interrupted else ""),
     ]
+    lines += _folds_lines(result)
     ok = np.array([s == "ok" for s in result.status])
     if not ok.any():
         lines.append("no member ended ok, so no chi2 summary (results.json has each member's)")
@@ -155,3 +156,20 @@ def summary(result: FitResult) -> str:
             stats = (values.mean(), np.median(values), values.min(), values.max())
             lines.append(f"{name:<14}" + "".join(f"{v:>10.4f}" for v in stats))
     return "\n".join(lines)
+
+
+def _folds_lines(result: FitResult) -> list[str]:
+    """A k-fold fit's held-out χ² per fold over every member, whatever its status: what a scan
+    trial's value reduces (its `folds` attribute, the mean over them for the default objective),
+    so a refit of an exported trial can be compared with it. The table of ok members cannot:
+    it pools the folds and leaves out the pos-veto members that the trial counts."""
+    folds = np.unique(result.folds[result.folds >= 0])
+    if not folds.size:
+        return []
+    held_out = result.chi2_per_point["held_out"]
+    means = [float(np.mean(held_out[result.folds == k])) for k in folds]
+    shown = ", ".join(f"fold {k} {mean:.4f}" for k, mean in zip(folds, means, strict=True))
+    return [
+        f"held_out by fold, mean over each fold's members (every status, as a scan trial "
+        f"counts them): {shown}; mean over the folds {np.mean(means):.4f}"
+    ]

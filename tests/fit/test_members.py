@@ -140,6 +140,21 @@ def test_the_summary_tables_ok_members_only(make_card):
     ]
 
 
+def test_the_summary_of_a_kfold_fit_gives_each_fold_over_every_member(make_card):
+    """An exported k-fold trial's refit is compared with the trial: per fold, the mean over all
+    its members, pos-veto ones included as the trial counts them, and the mean over the folds
+    (the default objective's value), which the table of ok members, pooling folds, is not."""
+    card = make_card(replicas=[1, 2], epochs=20, folds=[["TOY_GLUON"], ["TOY_HERA_CC_F2WP"]])
+    result = run_fit(card)
+    vetoed = dataclasses.replace(result, status=["ok", "pos-veto", "pos-veto", "ok"])
+    held_out = result.chi2_per_point["held_out"]
+    folds = [held_out[:2].mean(), held_out[2:].mean()]
+    line = next(line for line in summary(vetoed).splitlines() if "by fold" in line)
+    assert f"fold 0 {folds[0]:.4f}, fold 1 {folds[1]:.4f}" in line
+    assert line.endswith(f"mean over the folds {np.mean(folds):.4f}")
+    assert not any("by fold" in line for line in summary(run_fit(make_card(epochs=20))).split("\n"))
+
+
 def test_a_stop_asked_at_the_last_sync_is_not_an_interruption(make_card):
     card = make_card(
         replicas=[1],
