@@ -69,13 +69,14 @@ def supervise(
     echo: Callable[[str], None],
     url: str,
 ) -> tuple[list[int], bool]:
-    """Print each trial as it finishes until every worker exits.
+    """Print each trial as it starts and as it finishes until every worker exits.
 
     Ctrl-C or SIGTERM (a batch system's) stops the workers cleanly: their running trials end
     at the next sync and are re-queued. A storage outage is waited out, as the workers wait
     it out. Returns the workers' exit codes and whether they were stopped so.
     """
     shown: set[int] = set()
+    started: set[int] = set()  # numbers only: a starting trial's values are still being drawn
     stopping = unreachable = False
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -92,7 +93,10 @@ def supervise(
                 else:
                     unreachable = False
                 for trial in trials:
-                    if trial.state.is_finished() and trial.number not in shown:
+                    if trial.state == TrialState.RUNNING and trial.number not in started:
+                        started.add(trial.number)
+                        echo(f"trial {trial.number} started")
+                    elif trial.state.is_finished() and trial.number not in shown:
                         shown.add(trial.number)
                         echo(trial_line(trial))
                 if all(p.poll() is not None for p in processes):

@@ -170,6 +170,22 @@ def test_the_scan_supervisor_waits_out_a_storage_outage():
     assert lines[1:] == [f"trial {finished.number}: 1.0000 {{}}"]
 
 
+def test_the_scan_supervisor_says_when_a_trial_starts_and_when_it_ends():
+    """A long trial is not a silent scan: its start is said once, as is its end."""
+    running = optuna.trial.create_trial(state=TrialState.RUNNING)
+    finished = optuna.trial.create_trial(value=2.0)
+    answers = [[running], [running], [finished]]
+
+    class Study:
+        def get_trials(self, deepcopy=True):
+            return answers.pop(0) if answers else [finished]
+
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
+    lines: list[str] = []
+    assert supervise([worker], Study(), lines.append, "journal:///s.journal") == ([0], False)
+    assert lines == [f"trial {running.number} started", f"trial {finished.number}: 2.0000 {{}}"]
+
+
 def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, caplog):
     """Nobody asks for a trial once the budget is met, so a worker that finds it met still
     fails the trials of dead workers: else they stay RUNNING, and `study copy` refuses. It does
