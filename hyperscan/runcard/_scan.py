@@ -565,7 +565,7 @@ class ScanSection(_Section):
 
     #: Study budget of finished trials (complete, pruned and trashed).
     trials: PositiveInt = 50
-    #: Replicas per trial (and per fold); overrides the top-level ``replicas``.
+    #: Replicas per trial (and per fold); a new study refuses a top-level ``replicas``.
     replicas: Annotated[Int, Field(ge=1, le=MAX_REPLICAS)] = 4
     #: k-fold partition of the datasets, by name; empty: no k-fold.
     folds: tuple[Fold, ...] = ()

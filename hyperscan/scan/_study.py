@@ -76,6 +76,16 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
     if runcard.scan.objective.chi2 == "validation":
         problems += _validation_points(runcard)
     problems += joint_space_problems(runcard)
+    if runcard.replicas != ScanRuncard.model_fields["replicas"].default:
+        # Here, not in the schema: studies stored with such a runcard still open.
+        problems.append(
+            (
+                "replicas",
+                f"a scan fits 'scan.replicas' replicas per trial ({runcard.scan.replicas} "
+                "here), whatever this says: give the number there (the top-level 'replicas' "
+                "is a fit runcard's)",
+            )
+        )
     missing = [
         package
         for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())

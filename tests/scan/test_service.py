@@ -841,6 +841,16 @@ def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
     assert yaml.safe_load(stored)["scan"]["trials"] == TINY_SCAN["scan"]["trials"]
 
 
+def test_a_top_level_replica_count_in_a_scan_runcard_is_refused(tmp_path):
+    """A scan fits scan.replicas per trial: a top-level `replicas: 10` would be ignored
+    silently, so it is refused, before any storage is made."""
+    card = write_card(tmp_path / "scan.yml", scan_card(replicas=10))
+    url = tmp_path / "scan.journal"
+    message = assert_clean_failure(cli("study", "create", card, "--storage", url))
+    assert "scan.yml: replicas: a scan fits 'scan.replicas' replicas per trial (1 here)" in message
+    assert not url.exists()
+
+
 def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_path):
     """A study that spent its budget takes more trials of the same kind: the runcard with a
     larger scan.trials changes the budget, and workers read it from the study."""
