@@ -352,20 +352,28 @@ def _walltime_reason(report) -> str:
 @study_option
 @storage_option
 @output_file_option("The fit runcard to write.")
+@click.option(
+    "--trial",
+    "number",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Trial N instead of the best: any complete, pruned or trashed trial.",
+)
 @force_option
-def export(name: str, storage: str | None, output: Path, force: bool) -> None:
-    """Write the best eligible trial as a fit runcard (`hyperscan fit` reproduces it)."""
+def export(name: str, storage: str | None, output: Path, number: int | None, force: bool) -> None:
+    """Write the best eligible trial, or trial N, as a fit runcard (`hyperscan fit`
+    reproduces it)."""
     check_not_an_input(output, storage)
     check_target(output, force)
     quiet_optuna()
-    from hyperscan.scan import export_best, open_storage, open_study, write_atomically
+    from hyperscan.scan import export_trial, open_storage, open_study, outcome, write_atomically
 
     try:
-        trial, text = export_best(open_study(open_storage(storage), name))
+        trial, text = export_trial(open_study(open_storage(storage), name), number)
         write_atomically(output, text, force=force)
     except _scan_errors() as error:
         fail(str(error))
-    click.echo(f"trial {trial.number} (value {trial.value:.6g}) written to {output}")
+    click.echo(f"trial {trial.number} ({outcome(trial)}) written to {output}")
 
 
 @click.command()
@@ -442,7 +450,7 @@ def scan(
         create_study,
         default_output,
         explained_storage_errors,
-        export_best,
+        export_trial,
         fail_stale_trials,
         finished_trials,
         open_storage,
@@ -491,7 +499,7 @@ def scan(
     try:
         with explained_storage_errors(handle):
             click.echo(f"trials: {counts_line(setup.study)}")
-            trial, text = export_best(setup)
+            trial, text = export_trial(setup)
         write_atomically(output, text, force=True)
     except _scan_errors() as error:
         if interrupted:

@@ -8,7 +8,7 @@ and the dashboard start fast and stay small.
 from typing import TYPE_CHECKING, Any
 
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._export import best_trial, export_best, write_atomically
+from hyperscan.scan._export import best_trial, export_trial, outcome, write_atomically
 from hyperscan.scan._local import (
     counts_line,
     default_output,
@@ -80,7 +80,7 @@ __all__ = [
     "describe_error",
     "explained_storage_errors",
     "fail_stale_trials",
-    "export_best",
+    "export_trial",
     "export_text",
     "fixed_runcard",
     "load_study",
@@ -88,6 +88,7 @@ __all__ = [
     "make_sampler",
     "open_storage",
     "open_study",
+    "outcome",
     "redact",
     "replica_statistic",
     "requeued",

@@ -1,4 +1,5 @@
-"""The best eligible trial as a fit runcard that `hyperscan fit` reproduces."""
+"""A trial, the best eligible one by default, as a fit runcard that `hyperscan fit`
+reproduces."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from optuna.trial import TrialState
 
 from hyperscan import __version__
 from hyperscan._files import umask
+from hyperscan.runcard import RuncardError
 from hyperscan.scan._local import counts_line
 from hyperscan.scan._space import export_text
 from hyperscan.scan._study import ScanError, StudySetup
+from hyperscan.scan._trial_attrs import trashed
 
 
 def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
@@ -29,14 +32,41 @@ def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
     return study.best_trial
 
 
-def export_best(setup: StudySetup) -> tuple[optuna.trial.FrozenTrial, str]:
-    trial = best_trial(setup)
+def chosen_trial(setup: StudySetup, number: int) -> optuna.trial.FrozenTrial:
+    """Trial ``number``, if it drew all its values: a complete one, or a pruned or trashed one
+    (to refit what the pruner stopped, or to watch a replica diverge)."""
+    trials = setup.study.get_trials(deepcopy=False)
+    found = next((trial for trial in trials if trial.number == number), None)
+    if found is None:
+        held = f"trials 0 to {len(trials) - 1}" if trials else "no trials"
+        raise ScanError(f"study {setup.study.study_name!r} has no trial {number} ({held})")
+    if found.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+        raise ScanError(
+            f"trial {number} of study {setup.study.study_name!r} is {found.state.name.lower()}: "
+            "only a complete, pruned or trashed trial has a runcard to export"
+        )
+    return found
+
+
+def outcome(trial: optuna.trial.FrozenTrial) -> str:
+    """A trial's value, or why it has none, in a few words."""
+    if trial.state == TrialState.COMPLETE:
+        return f"value {trial.value:.6g}"
+    reason = trashed(trial)
+    return f"trashed: {reason}" if reason else "pruned"
+
+
+def export_trial(
+    setup: StudySetup, number: int | None = None
+) -> tuple[optuna.trial.FrozenTrial, str]:
+    """The best trial, or trial ``number``, and its fit runcard's text."""
+    trial = best_trial(setup) if number is None else chosen_trial(setup, number)
     objective = setup.runcard.scan.objective
     provenance = {
         "study": setup.study.study_name,
         "storage": setup.url,
         "trial": trial.number,
-        "value": trial.value,
+        "value": trial.value if trial.state == TrialState.COMPLETE else outcome(trial),
         "objective": f"{objective.statistic} of {objective.chi2} chi2 per point over "
         f"{setup.runcard.scan.replicas} replicas"
         + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else ""),
@@ -53,7 +83,10 @@ def export_best(setup: StudySetup) -> tuple[optuna.trial.FrozenTrial, str]:
     runcard = setup.runcard.model_copy(
         update={"training": setup.runcard.training.model_copy(update={"threads": threads})}
     )
-    return trial, export_text(runcard, trial.params, provenance)
+    try:
+        return trial, export_text(runcard, trial.params, provenance)
+    except RuncardError as error:  # trashed because its values break a rule together
+        raise ScanError(f"trial {trial.number} has no valid fit runcard: {error}") from None
 
 
 def write_atomically(path: Path, text: str, force: bool = False) -> None:

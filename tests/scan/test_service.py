@@ -510,12 +510,29 @@ def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
     assert "trashed" not in trials[number].user_attrs
     assert load_fit_runcard(tmp_path / "best.yml").optimizer.name == "adam"
 
+    # Asked for by number, a trashed trial exports too (to watch it diverge), saying so.
+    chosen = tmp_path / "trashed.yml"
+    exported = cli("export", "--study", "diverge", "--storage", url, "--trial", 0, "-o", chosen)
+    reason = trials[0].user_attrs["trashed"]
+    assert exported.stdout == f"trial 0 (trashed: {reason}) written to {chosen}\n"
+    assert f"\n# value: trashed: {reason}\n" in chosen.read_text()
+    assert load_fit_runcard(chosen).optimizer.name == "sgd"
+    args = ("export", "--study", "diverge", "--storage", url, "-o", chosen, "--force")
+    missing = assert_clean_failure(cli(*args, "--trial", budget))
+    assert f"study 'diverge' has no trial {budget} (trials 0 to {budget - 1})" in missing
+
     status = cli("study", "status", "--study", "diverge", "--storage", url)
     assert status.exit_code == 0, status.output
     assert f"{len(trashed)} trashed" in status.stdout
     listed = status.stdout.split("\ntrashed:\n", 1)[1]
     for trial in trashed:
         assert f"  trial {trial.number}: {trial.user_attrs['trashed']}" in listed
+
+    with warnings.catch_warnings():  # a trial asked for by hand: no heartbeat
+        warnings.simplefilter("ignore", UserWarning)
+        running = study.ask()  # values not drawn yet: nothing to export
+    refused = assert_clean_failure(cli(*args, "--trial", running.number))
+    assert f"trial {running.number} of study 'diverge' is running: only a complete" in refused
 
 
 # --------------------------------------------------------------------------- bad input
@@ -965,6 +982,15 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     assert [m["replica"] for m in members] == [1, 2]
     validation = [m["chi2_per_point"]["validation"] for m in members]
     assert sum(validation) / len(validation) == pytest.approx(trial.value, rel=1e-6, abs=0)
+
+    # Any complete trial, not only the best, asked for by number.
+    (other,) = [t for t in study.trials if t.number != trial.number]
+    assert other.state == TrialState.COMPLETE
+    chosen = tmp_path / "other.yml"
+    args = ("export", "--study", "repro", "--storage", url, "--trial", other.number, "-o", chosen)
+    assert f"trial {other.number} (value {other.value:.6g})" in cli(*args).stdout
+    validation = [m["chi2_per_point"]["validation"] for m in refit(chosen, tmp_path / "other")]
+    assert sum(validation) / len(validation) == pytest.approx(other.value, rel=1e-6, abs=0)
 
 
 def test_export_then_fit_reproduces_a_k_fold_trial(tmp_path, workers):
