@@ -899,7 +899,8 @@ def study_report(
                 "their χ² counts in the trial value all the same. Best "
                 "epoch: the median over the members that have one, with how many do when a "
                 f"member has none. <code>hyperscan export --study {_e(study.study_name)}</code> "
-                f"writes the best as a fit runcard.{_e(_folds_note(card))}</p>"
+                f"writes the best as a fit runcard, with <code>--trial N</code> any other."
+                f"{_e(_folds_note(card))}</p>"
             )
             parts.append(_best_table(trials, category, top, card))
         parts.append("</section>")
