@@ -38,6 +38,7 @@ __all__ = [
     "FitOutput",
     "FitPlotError",
     "dataset_chi2_figure",
+    "fit_figures",
     "history_figure",
     "load_fit",
     "pdf_figure",
@@ -323,6 +324,8 @@ def _draw_pdf(
 
 
 def _title(fit: FitOutput) -> str:
+    """What the fit is, for the figures' titles, which are set with ``wrap=True``: the folder
+    name and the members note have no bound, and a line wider than the figure is cut off."""
     closure = fit.closure
     what = (
         f"closure test (level {closure.get('level', '?')}, {closure.get('size', '?')} data)"
@@ -353,7 +356,7 @@ def pdf_overview_figure(fit: FitOutput, basis: str = EVOLUTION) -> Figure:
         labels.append("outside the data's x range")
     figure.legend(handles, labels, loc="outside lower center", ncols=len(labels), frameon=False)
     basis_name = "evolution basis (fitted)" if basis == EVOLUTION else "physical basis"
-    figure.suptitle(f"PDFs at $Q_0$, {basis_name} — {_title(fit)}")
+    figure.suptitle(f"PDFs at $Q_0$, {basis_name} — {_title(fit)}", wrap=True)
     return figure
 
 
@@ -373,7 +376,7 @@ def pdf_figure(fit: FitOutput, name: str, basis: str = EVOLUTION) -> Figure:
     top.plot([], [], color=BAND, lw=0.5, alpha=0.5, label="members")
     top.set_ylabel(f"$x f(x, Q_0)$, {_LABELS.get(name, name)}")
     top.legend(loc="best")
-    top.set_title(f"{_LABELS.get(name, name)} at $Q_0$ — {_title(fit)}", fontsize=9.5)
+    top.set_title(f"{_LABELS.get(name, name)} at $Q_0$ — {_title(fit)}", fontsize=9.5, wrap=True)
     if bottom is None:
         top.set_xlabel(_X_AXIS)
         return figure
@@ -433,7 +436,7 @@ def dataset_chi2_figure(fit: FitOutput) -> Figure:
     ax.plot([], [], marker="|", ms=10, mew=2.2, ls="", color="#ff7f0e", label="median")
     ax.scatter([], [], s=9, color=BAND, label="one member")
     figure.legend(loc="outside lower center", ncols=3, frameon=False)  # off the data
-    ax.set_title(f"$\\chi^2$ per point by dataset — {_title(fit)}", fontsize=9.5)
+    ax.set_title(f"$\\chi^2$ per point by dataset — {_title(fit)}", fontsize=9.5, wrap=True)
     return figure
 
 
@@ -502,12 +505,26 @@ def history_figure(fit: FitOutput) -> Figure:
         recorded = f"recorded every {every} steps" if every else "recorded at every host sync"
     # Every member, the excluded ones too: how a member diverged or stalled is the point here.
     figure.suptitle(
-        f"Training history of all {fit.n_members} members ({recorded}) — {fit.path.name}"
+        f"Training history of all {fit.n_members} members ({recorded}) — {fit.path.name}",
+        wrap=True,
     )
     return figure
 
 
 # --------------------------------------------------------------------------- all of it
+
+
+def fit_figures(fit: FitOutput) -> dict[str, Figure]:
+    """Every figure of :func:`plot_fit` by file name (build them in ``style()``)."""
+    figures: dict[str, Figure] = {}
+    for basis in (EVOLUTION, PHYSICAL):
+        figures[f"pdfs_{basis}.png"] = pdf_overview_figure(fit, basis)
+        for name in fit.pdfs(basis)[0]:
+            figures[f"pdf_{basis}_{name}.png"] = pdf_figure(fit, name, basis)
+    figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
+    if fit.history is not None:
+        figures["training_history.png"] = history_figure(fit)
+    return figures
 
 
 def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
@@ -521,19 +538,11 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     if not fit.used.any():
         raise FitPlotError(f"{fit.path}: no member has finite PDFs ({fit.members_note()})")
     outdir = Path(outdir)
-    figures: dict[str, Figure] = {}
     # Every figure is drawn and rendered before any file is written: a fit folder damaged in a
     # way the checks above miss fails here, with a message, and leaves no half set of plots.
     with style():
         try:
-            for basis in (EVOLUTION, PHYSICAL):
-                figures[f"pdfs_{basis}.png"] = pdf_overview_figure(fit, basis)
-                for name in fit.pdfs(basis)[0]:
-                    figures[f"pdf_{basis}_{name}.png"] = pdf_figure(fit, name, basis)
-            figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
-            if fit.history is not None:
-                figures["training_history.png"] = history_figure(fit)
-            images = {name: png_bytes(figure) for name, figure in figures.items()}
+            images = {name: png_bytes(figure) for name, figure in fit_figures(fit).items()}
         except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
             raise FitPlotError(
                 f"{fit.path}: damaged fit output ({type(error).__name__}: {error})"

@@ -25,6 +25,7 @@ from hyperscan.report._fit_plots import (
     RESULTS_FILE,
     RUNCARD_FILE,
     dataset_chi2_figure,
+    fit_figures,
     history_figure,
     pdf_figure,
     pdf_overview_figure,
@@ -43,6 +44,15 @@ EXPECTED = (
     ["pdfs_evolution.png", "pdfs_physical.png", "chi2_datasets.png", "training_history.png"]
     + [f"pdf_evolution_{name}.png" for name in FIT_BASIS]
     + [f"pdf_physical_{name}.png" for name in PHYSICAL_PLOTTED]
+)
+
+#: One figure of each kind of title, the flavour with the longest label.
+LONGEST_TITLES = (
+    "pdfs_evolution.png",
+    "pdfs_physical.png",
+    "pdf_physical_c.png",
+    "chi2_datasets.png",
+    "training_history.png",
 )
 
 
@@ -176,6 +186,32 @@ def test_with_no_member_ok_the_pos_veto_ones_are_shown_and_said_to_be(fitdir, tm
     assert fit.members_note() == "no member ok: 2 of 3 members (excluded: 1 diverged)"
     with style():
         assert "no member ok" in pdf_overview_figure(fit).get_suptitle()
+
+
+def test_long_titles_are_wrapped_inside_every_figure(fitdir, tmp_path):
+    """A long folder name and members note: every title stays within its figure (one line
+    was cut off by the figure's edge)."""
+    copy = tmp_path / "closure-fit-of-the-best-trial-of-the-kfold-scan-refitted"
+    shutil.copytree(fitdir, copy)
+    with np.load(copy / PDF_FILE) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["status"] = np.array(["ok", "pos-veto", "pos-veto"])
+    np.savez(copy / PDF_FILE, **arrays)
+    fit = load_fit(copy)
+    with style():
+        figures = fit_figures(fit)
+        assert sorted(figures) == sorted(EXPECTED)
+        # One of each title's kind (the flavour figures differ only by the flavour's label).
+        for name in LONGEST_TITLES:
+            figure = figures[name]
+            figure.draw_without_rendering()
+            edge = figure.bbox
+            for title in [figure._suptitle, *(ax.title for ax in figure.axes)]:
+                if title is None or not title.get_text():
+                    continue
+                box = title.get_window_extent()
+                assert edge.x0 - 0.5 <= box.x0 and box.x1 <= edge.x1 + 0.5, (name, box)
+                assert box.y1 <= edge.y1 + 0.5, (name, box)
 
 
 def test_a_history_of_one_record_is_drawn_as_points(fitdir, tmp_path):
