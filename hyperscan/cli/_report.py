@@ -76,7 +76,8 @@ def plot(fitdir: Path, outdir: Path) -> None:
     """Plot the fit in FITDIR (an OUTDIR of `hyperscan fit`) as PNG files.
 
     PDFs of all members at Q0 in the evolution and physical bases (68% band, median, and the
-    truth for closure fits), chi2 per point by dataset, training histories.
+    truth for closure fits), chi2 per point by dataset (in a k-fold fit, apart for the members
+    that fitted each dataset and those whose fold held it out), training histories.
 
     \b
     Example:

@@ -4,9 +4,10 @@
 Reads only the files a fit writes (no TensorFlow): ``pdfs.npz`` (x*f of every member at Q0 in
 the fitted evolution basis), ``results.json`` (status and chi2 of every member),
 ``history.npz`` (chi2 of every member at every host sync) and ``runcard.yml`` (whether the fit
-is a closure test, and of which data). The truth of a closure fit is
-:func:`hyperscan.data.toy_pdf`: the closure data of both levels are predictions of the
-normalised toy PDF (level 1 only adds one fluctuation to the data, not to the truth).
+is a closure test, and of which data; the datasets each fold of a k-fold fit held out). The
+truth of a closure fit is :func:`hyperscan.data.toy_pdf`: the closure data of both levels are
+predictions of the normalised toy PDF (level 1 only adds one fluctuation to the data, not to
+the truth).
 
 Bands are over the members with status ``ok``, as NNPDF discards replicas that fail
 positivity; members excluded are counted in the figures.
@@ -30,7 +31,7 @@ from matplotlib.ticker import NullFormatter
 
 from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, closure_problem, flavour_combination, toy_pdf
-from hyperscan.report._style import BAND, TRUTH, new_figure, png_bytes, style, wants_log
+from hyperscan.report._style import BAND, HELD_OUT, TRUTH, new_figure, png_bytes, style, wants_log
 
 __all__ = [
     "EVOLUTION",
@@ -104,6 +105,8 @@ class FitOutput:
     runcard: dict[str, Any]  # runcard.yml as written
     history: dict[str, np.ndarray] | None = None  # step (S,), chi2_per_point (S, M, 3), status
     datasets: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, x range
+    folds: tuple[int, ...] = ()  # (M,) each member's fold, -1 without folds
+    held_out: tuple[frozenset[str], ...] = ()  # (M,) the datasets its fold held out of its fit
 
     @property
     def n_members(self) -> int:
@@ -115,6 +118,10 @@ class FitOutput:
         data = self.runcard.get("data")
         closure = data.get("closure") if isinstance(data, dict) else None
         return closure if isinstance(closure, dict) else None
+
+    @property
+    def kfold(self) -> bool:
+        return any(fold >= 0 for fold in self.folds)
 
     @property
     def used(self) -> np.ndarray:
@@ -214,6 +221,29 @@ def _closure_datasets(closure: dict[str, Any], names: list[str]) -> dict:
     }
 
 
+def _held_out(
+    members: list[dict[str, Any]], runcard: dict[str, Any], where: Path
+) -> tuple[tuple[int, ...], tuple[frozenset[str], ...]]:
+    """Each member's fold and the datasets it held out of its fit: results.json numbers a
+    member's fold (-1 without folds), the runcard's ``folds`` lists each fold's datasets."""
+    folds = runcard.get("folds")
+    folds = folds if isinstance(folds, list) else []
+    numbers, held_out = [], []
+    for member in members:
+        fold = member.get("fold", -1)
+        if fold == -1:
+            held_out.append(frozenset())
+        elif isinstance(fold, int) and 0 <= fold < len(folds) and isinstance(folds[fold], list):
+            held_out.append(frozenset(str(name) for name in folds[fold]))
+        else:
+            raise FitPlotError(
+                f"{where}: {RESULTS_FILE} has a member of fold {fold!r}, but {RUNCARD_FILE} "
+                f"lists {len(folds)} folds (files of different fits?)"
+            )
+        numbers.append(fold)
+    return tuple(numbers), tuple(held_out)
+
+
 def load_fit(fitdir: str | Path) -> FitOutput:
     """Read a fit folder; :class:`FitPlotError` names what is missing or damaged."""
     fitdir = Path(fitdir)
@@ -259,6 +289,7 @@ def load_fit(fitdir: str | Path) -> FitOutput:
             f"{fitdir}: {RESULTS_FILE} has {len(members)} members, {PDF_FILE} {xf.shape[0]} "
             "(files of different fits?)"
         )
+    folds, held_out = _held_out(members, runcard, fitdir)
     return FitOutput(
         path=fitdir,
         x=np.asarray(pdfs["x"], dtype=np.float64),
@@ -269,6 +300,8 @@ def load_fit(fitdir: str | Path) -> FitOutput:
         runcard=runcard,
         history=history,
         datasets=datasets,
+        folds=folds,
+        held_out=held_out,
     )
 
 
@@ -325,12 +358,14 @@ def _draw_pdf(
 
 def _title(fit: FitOutput) -> str:
     """What the fit is, for the figures' titles, which are set with ``wrap=True``: the folder
-    name and the members note have no bound, and a line wider than the figure is cut off."""
+    name and the members note have no bound, and a line wider than the figure is cut off.
+    A k-fold fit says so: its members did not all fit the same data."""
     closure = fit.closure
+    kind = f"k-fold ({len(set(fit.folds) - {-1})} folds) " if fit.kfold else ""
     what = (
-        f"closure test (level {closure.get('level', '?')}, {closure.get('size', '?')} data)"
+        f"{kind}closure test (level {closure.get('level', '?')}, {closure.get('size', '?')} data)"
         if closure is not None
-        else "fit"
+        else f"{kind}fit"
     )
     return f"{fit.path.name}: {what}, {fit.members_note()}"
 
@@ -397,9 +432,42 @@ def pdf_figure(fit: FitOutput, name: str, basis: str = EVOLUTION) -> Figure:
 # --------------------------------------------------------------------------- chi2
 
 
+_MEDIAN = "#ff7f0e"
+
+
+def _strip(
+    ax: Axes, values: np.ndarray, y: float, colour: str, rng, half: float = 0.18, tick: float = 14
+) -> bool:
+    """One row of chi2: every member (jittered by up to ``half`` a row), the 68% range and the
+    median (a tick of ``tick`` points); False when no member has a value to draw."""
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return False
+    jitter = rng.uniform(-half, half, values.size)
+    ax.scatter(values, y + jitter, s=9, color=colour, alpha=0.45, lw=0, zorder=2)
+    q16, q50, q84 = np.quantile(values, (0.16, 0.5, 0.84))
+    ax.plot([q16, q84], [y, y], color=colour, lw=3.2, alpha=0.8, zorder=3)
+    ax.plot([q50], [y], marker="|", ms=tick, mew=2.4, color=_MEDIAN, zorder=4)
+    return True
+
+
+def _dataset_label(fit: FitOutput, name: str) -> str:
+    label = f"{name} ({fit.datasets[name][0]} pts)" if name in fit.datasets else name
+    folds = sorted({f for f, out in zip(fit.folds, fit.held_out, strict=True) if name in out})
+    if folds:
+        label += f"\nheld out by fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}"
+    return label
+
+
 def dataset_chi2_figure(fit: FitOutput) -> Figure:
-    """Experimental chi2 per point of each dataset: every member, median and 68% range."""
+    """Experimental chi2 per point of each dataset: every member, median and 68% range.
+
+    In a k-fold fit each dataset has two rows: the members that fitted it, and those whose fold
+    held it out, for which its chi2 is a prediction (the k-fold score), usually larger: pooled,
+    the two would make one wide band that says how well neither does.
+    """
     used = [m for m, u in zip(fit.members, fit.used, strict=True) if u]
+    held_out = [out for out, u in zip(fit.held_out, fit.used, strict=True) if u]
     names = list(fit.members[0].get("dataset_chi2_per_point", {})) if fit.members else []
     rows = ["total"] + names
     table = np.full((len(used), len(rows)), np.nan)
@@ -409,33 +477,50 @@ def dataset_chi2_figure(fit: FitOutput) -> Figure:
         for j, name in enumerate(names, start=1):
             value = member.get("dataset_chi2_per_point", {}).get(name)
             table[i, j] = np.nan if value is None else value
-    figure = new_figure(8.0, 1.6 + 0.34 * len(rows))
+    figure = new_figure(8.0, 1.6 + (0.55 if fit.kfold else 0.34) * len(rows))
     ax = figure.subplots()
     rng = np.random.default_rng(0)
     y = np.arange(len(rows))[::-1].astype(float)
-    for j in range(len(rows)):
-        column = table[:, j][np.isfinite(table[:, j])]
-        if not column.size:
+    _strip(ax, table[:, 0], y[0], TRUTH, rng)
+    for j, name in enumerate(names, start=1):
+        if not any(name in held for held in fit.held_out):  # every member fitted it
+            _strip(ax, table[:, j], y[j], BAND, rng)
             continue
-        jitter = rng.uniform(-0.18, 0.18, column.size)
-        colour = TRUTH if j == 0 else BAND
-        ax.scatter(column, y[j] + jitter, s=9, color=colour, alpha=0.45, lw=0, zorder=2)
-        q16, q50, q84 = np.quantile(column, (0.16, 0.5, 0.84))
-        ax.plot([q16, q84], [y[j], y[j]], color=colour, lw=3.2, alpha=0.8, zorder=3)
-        ax.plot([q50], [y[j]], marker="|", ms=14, mew=2.4, color="#ff7f0e", zorder=4)
-    labels = ["total (all data)"] + [
-        f"{name} ({fit.datasets[name][0]} pts)" if name in fit.datasets else name for name in names
-    ]
+        out = np.array([name in held for held in held_out], dtype=bool)
+        for members, dy, colour, what in (
+            (~out, 0.2, BAND, "fitted"),
+            (out, -0.2, HELD_OUT, "held out"),
+        ):
+            if not _strip(ax, table[members, j], y[j] + dy, colour, rng, half=0.12, tick=10):
+                # Said, or the other group's lone row reads as either (a fold's members can all
+                # be excluded, or the fit has only one fold).
+                ax.text(
+                    0.01,
+                    y[j] + dy,
+                    f"{what}: no member",
+                    transform=ax.get_yaxis_transform(),
+                    color=colour,
+                    fontsize=7.5,
+                    va="center",
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5},
+                )
+    labels = ["total (all data)"] + [_dataset_label(fit, name) for name in names]
     ax.set_yticks(y, labels)
+    if fit.kfold:  # room for the lowest row's notes, which do not widen the axis
+        ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.grid(axis="y", alpha=0)
     ax.axvline(1.0, color="0.3", lw=0.9, ls="--", zorder=1)
     if wants_log(table):
         ax.set_xscale("log")
     ax.set_xlabel(r"experimental $\chi^2 / N_\mathrm{dat}$")
-    ax.plot([], [], color=BAND, lw=3.2, label="68% of members")
-    ax.plot([], [], marker="|", ms=10, mew=2.2, ls="", color="#ff7f0e", label="median")
+    if fit.kfold:
+        ax.plot([], [], color=BAND, lw=3.2, label="fitted: 68% of members")
+        ax.plot([], [], color=HELD_OUT, lw=3.2, label="held out: 68% of members")
+    else:
+        ax.plot([], [], color=BAND, lw=3.2, label="68% of members")
+    ax.plot([], [], marker="|", ms=10, mew=2.2, ls="", color=_MEDIAN, label="median")
     ax.scatter([], [], s=9, color=BAND, label="one member")
-    figure.legend(loc="outside lower center", ncols=3, frameon=False)  # off the data
+    figure.legend(loc="outside lower center", ncols=4, frameon=False)  # off the data
     ax.set_title(f"$\\chi^2$ per point by dataset — {_title(fit)}", fontsize=9.5, wrap=True)
     return figure
 
@@ -448,8 +533,7 @@ def history_figure(fit: FitOutput) -> Figure:
     steps = np.asarray(history["step"])
     chi2 = np.asarray(history["chi2_per_point"], dtype=float)  # (S, M, 3)
     status = np.asarray(history["status"])  # (S, M)
-    folds = [int(m.get("fold", -1)) for m in fit.members]
-    shown = [0, 1] + ([2] if any(f >= 0 for f in folds) else [])
+    shown = [0, 1] + ([2] if fit.kfold else [])
     figure = new_figure(4.6 * len(shown) + 0.6, 4.4)
     axes = np.atleast_1d(figure.subplots(1, len(shown), sharey=True))
     # A member's curve ends at the sync where it stopped or diverged.
@@ -461,7 +545,7 @@ def history_figure(fit: FitOutput) -> Figure:
         values = np.where(live & np.isfinite(chi2[:, :, category]), chi2[:, :, category], np.nan)
         values = np.where(values > 0, values, np.nan)
         for m in range(values.shape[1]):
-            fold = f", fold {folds[m]}" if folds[m] >= 0 else ""
+            fold = f", fold {fit.folds[m]}" if fit.folds[m] >= 0 else ""
             label = None if many else f"replica {fit.replicas[m]}{fold}"
             colour = BAND if many else colours[m]
             ax.plot(

@@ -30,6 +30,7 @@ STATE_ORDER = ("complete", "pruned", "trashed", "fail", "running", "waiting")
 
 BAND = "#1f77b4"  # the fit's 68% band and median
 TRUTH = "#111111"  # the closure truth
+HELD_OUT = "#9467bd"  # members of a k-fold fit whose fold held the dataset out
 
 _RC = {
     "font.size": 9.5,

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from matplotlib.colors import to_rgb
 from PIL import Image
 
 from hyperscan.cli import main
@@ -30,7 +31,7 @@ from hyperscan.report._fit_plots import (
     pdf_figure,
     pdf_overview_figure,
 )
-from hyperscan.report._style import png_bytes, style
+from hyperscan.report._style import BAND, HELD_OUT, png_bytes, style
 
 TINY = {
     "data": {"closure": {"size": "tiny", "level": 1}},
@@ -188,6 +189,87 @@ def test_with_no_member_ok_the_pos_veto_ones_are_shown_and_said_to_be(fitdir, tm
         assert "no member ok" in pdf_overview_figure(fit).get_suptitle()
 
 
+def _kfold_copy(fitdir, tmp_path, folds, held_out):
+    """The fit as if k-fold: member m of fold ``folds[m]``, fold k holding ``held_out[k]``."""
+    copy = tmp_path / "kfold"
+    shutil.copytree(fitdir, copy)
+    with np.load(copy / PDF_FILE) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["status"] = np.array(["ok"] * len(folds))
+    arrays["folds"] = np.array(folds)
+    np.savez(copy / PDF_FILE, **arrays)
+    document = json.loads((copy / RESULTS_FILE).read_text())
+    for member, fold in zip(document["members"], folds, strict=True):
+        member["fold"], member["status"] = fold, "ok"
+    (copy / RESULTS_FILE).write_text(json.dumps(document))
+    card = yaml.safe_load((copy / RUNCARD_FILE).read_text())
+    card["folds"] = held_out
+    (copy / RUNCARD_FILE).write_text(yaml.safe_dump(card))
+    return copy
+
+
+def _drawn(figure, colour):
+    """(chi2, y) of every member drawn in ``colour`` in the chi2 figure."""
+    rgb = to_rgb(colour)
+    return [
+        tuple(point)
+        for collection in figure.axes[0].collections
+        if len(collection.get_offsets()) and tuple(collection.get_facecolor()[0][:3]) == rgb
+        for point in collection.get_offsets()
+    ]
+
+
+def test_kfold_chi2_shows_fitted_and_held_out_members_apart(fitdir, tmp_path):
+    """A dataset's chi2 of the members that held it out is a prediction: drawn apart from
+    that of the members that fitted it (they were pooled into one band); the title says k-fold."""
+    names = list(
+        json.loads((fitdir / RESULTS_FILE).read_text())["members"][0]["dataset_chi2_per_point"]
+    )
+    first, second = names[0], names[1]
+    fit = load_fit(_kfold_copy(fitdir, tmp_path, [0, 1, 1], [[first], [second]]))
+    chi2 = [m["dataset_chi2_per_point"] for m in fit.members]
+    with style():
+        figure = dataset_chi2_figure(fit)
+        held_out = sorted(x for x, _ in _drawn(figure, HELD_OUT))
+        assert held_out == sorted([chi2[0][first], chi2[1][second], chi2[2][second]])
+        fitted = [x for x, _ in _drawn(figure, BAND)]
+        assert chi2[0][first] not in fitted and chi2[1][first] in fitted
+        assert chi2[0][second] in fitted and chi2[1][second] not in fitted
+        assert "k-fold (2 folds)" in figure.axes[0].get_title()
+        legend = [t.get_text() for legend in figure.legends for t in legend.get_texts()]
+        assert "held out: 68% of members" in legend and "fitted: 68% of members" in legend
+        ticks = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+        assert f"{first} (" in ticks[1] and ticks[1].endswith("held out by fold 0")
+        assert "held out" not in ticks[3]  # in no fold: one row, every member fitted it
+        _not_blank(png_bytes(figure), "k-fold chi2 figure")
+        assert fit.kfold and fit.folds == (0, 1, 1)
+        assert fit.held_out == (frozenset({first}), frozenset({second}), frozenset({second}))
+
+        plain = load_fit(fitdir)  # without folds: one row per dataset, as before
+        figure = dataset_chi2_figure(plain)
+        assert _drawn(figure, HELD_OUT) == [] and "k-fold" not in figure.axes[0].get_title()
+        legend = [t.get_text() for legend in figure.legends for t in legend.get_texts()]
+        assert legend == ["68% of members", "median", "one member"]
+
+
+def test_kfold_chi2_says_which_rows_have_no_member(fitdir, tmp_path):
+    """Fold 0's only member diverged: no member shown held its dataset out, or fitted fold 1's;
+    the empty rows say so, else the other row of the dataset would read as either."""
+    names = list(
+        json.loads((fitdir / RESULTS_FILE).read_text())["members"][0]["dataset_chi2_per_point"]
+    )
+    copy = _kfold_copy(fitdir, tmp_path, [0, 1, 1], [[names[0]], [names[1]]])
+    with np.load(copy / PDF_FILE) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    arrays["xf"][0] = np.nan
+    arrays["status"] = np.array(["diverged", "ok", "ok"])
+    np.savez(copy / PDF_FILE, **arrays)
+    with style():
+        figure = dataset_chi2_figure(load_fit(copy))
+    notes = [t.get_text() for t in figure.axes[0].texts]
+    assert notes == ["held out: no member", "fitted: no member"]
+
+
 def test_long_titles_are_wrapped_inside_every_figure(fitdir, tmp_path):
     """A long folder name and members note: every title stays within its figure (one line
     was cut off by the figure's edge)."""
@@ -255,8 +337,9 @@ def _damaged_copy(fitdir, tmp_path, name):
 
 
 def test_damaged_files_are_messages_and_leave_no_half_set_of_plots(fitdir, tmp_path):
-    """Each damage once: a member that is not a mapping, a history of the wrong shape, a
-    runcard that is not UTF-8, a member's chi2 table of the wrong kind (met while drawing)."""
+    """Each damage once: a member that is not a mapping, a member of a fold the runcard does
+    not list, a history of the wrong shape, a runcard that is not UTF-8, a member's chi2 table
+    of the wrong kind (met while drawing)."""
     members = _damaged_copy(fitdir, tmp_path, "members")
     results = json.loads((members / "results.json").read_text())
     results["members"][1] = "oops"
@@ -277,8 +360,14 @@ def test_damaged_files_are_messages_and_leave_no_half_set_of_plots(fitdir, tmp_p
         member["dataset_chi2_per_point"] = ["not", "a", "mapping"]
     (drawing / "results.json").write_text(json.dumps(results))
 
+    folds = _damaged_copy(fitdir, tmp_path, "folds")
+    results = json.loads((folds / "results.json").read_text())
+    results["members"][1]["fold"] = 2
+    (folds / "results.json").write_text(json.dumps(results))
+
     for folder, said in (
         (members, "a member is not a mapping"),
+        (folds, "has a member of fold 2, but runcard.yml lists 0 folds"),
         (history, "chi2_per_point has shape"),
         (runcard, "cannot read"),
         (drawing, "damaged fit output"),
