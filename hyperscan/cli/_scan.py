@@ -480,6 +480,10 @@ def scan(
         with explained_storage_errors(handle):
             left = card.scan.trials - finished_trials(setup.study)  # failing stale ones keeps it
             fail_stale_trials(setup.study, requeue=left > 0)
+            # A resumed study's earlier trials: the live summary lists only this run's.
+            earlier = [
+                t.number for t in setup.study.get_trials(deepcopy=False) if t.state.is_finished()
+            ]
     except _scan_errors() as error:
         fail(str(error))
     workers = max(0, min(workers, left))  # a worker more than the trials left only starts
@@ -492,7 +496,7 @@ def scan(
     )
     processes = start_workers(name, storage, workers, card.training.threads) if workers else []
     codes, interrupted = (
-        supervise(processes, setup.study, click.echo, storage_url(handle))
+        supervise(processes, setup.study, click.echo, storage_url(handle), earlier)
         if processes
         else ([], False)
     )

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import optuna
@@ -68,14 +68,19 @@ def supervise(
     study: optuna.Study,
     echo: Callable[[str], None],
     url: str,
+    finished_before: Iterable[int] = (),
 ) -> tuple[list[int], bool]:
     """Print each trial as it starts and as it finishes until every worker exits.
+
+    ``finished_before``: the numbers of the trials that had finished when the workers started
+    (a resumed study's), which are not listed again: a study of thousands of trials would
+    print them all before the first new one.
 
     Ctrl-C or SIGTERM (a batch system's) stops the workers cleanly: their running trials end
     at the next sync and are re-queued. A storage outage is waited out, as the workers wait
     it out. Returns the workers' exit codes and whether they were stopped so.
     """
-    shown: set[int] = set()
+    shown = set(finished_before)
     started: set[int] = set()  # numbers only: a starting trial's values are still being drawn
     stopping = unreachable = False
     previous = signal.signal(signal.SIGTERM, _interrupt)

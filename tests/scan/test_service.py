@@ -1100,6 +1100,8 @@ def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
     more = cli("scan", "quick.yml", "--workers", "1")
     assert more.exit_code == 0, more.output
     assert "study 'quick' resumed: budget 5 trials (was 4) of 1×1 members, 1 worker" in more.stdout
+    listed = re.findall(r"^trial (\d+):", more.stdout, re.M)
+    assert listed == ["4"], more.stdout  # this run's trial, not the 4 before it again
     study = load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick")
     assert_nothing_lost(study.get_trials(), 5)
     assert len(study.trials) == 5

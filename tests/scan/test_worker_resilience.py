@@ -186,6 +186,25 @@ def test_the_scan_supervisor_says_when_a_trial_starts_and_when_it_ends():
     assert lines == [f"trial {running.number} started", f"trial {finished.number}: 2.0000 {{}}"]
 
 
+def test_the_scan_supervisor_lists_only_the_trials_of_its_run():
+    """A resumed study's earlier trials (thousands, in a long study) are not listed again."""
+    earlier = [optuna.trial.create_trial(value=float(k)) for k in range(3)]
+    for number, trial in enumerate(earlier):
+        trial.number = number
+    new = optuna.trial.create_trial(value=7.0)
+    new.number = 3
+
+    class Study:
+        def get_trials(self, deepcopy=True):
+            return [*earlier, new]
+
+    worker = subprocess.Popen([sys.executable, "-c", "pass"])
+    lines: list[str] = []
+    ended = supervise([worker], Study(), lines.append, "journal:///s.journal", [0, 1, 2])
+    assert ended == ([0], False)
+    assert lines == ["trial 3: 7.0000 {}"]
+
+
 def test_a_dead_workers_trial_is_failed_even_once_the_budget_is_spent(tmp_path, caplog):
     """Nobody asks for a trial once the budget is met, so a worker that finds it met still
     fails the trials of dead workers: else they stay RUNNING, and `study copy` refuses. It does
