@@ -486,10 +486,13 @@ def throughput_figure(trials: _Trials, now: datetime.datetime) -> Figure | None:
     widths = np.maximum(np.array([at(e) for e in ends]) - starts, 1e-3)
     rows_of = [workers.index(str(t.user_attrs.get("worker", "?"))) for t in timed]
     colours = [STATE_COLOURS.get(_kind(t), "0.5") for t in timed]
-    top.barh(
-        rows_of, widths, left=starts, height=0.7, color=colours, edgecolor="white",
-        linewidth=0.5,
-    )  # fmt: skip
+    # One collection per worker, not an artist per trial: 3,000 bars took 3 s to draw.
+    for row in range(len(workers)):
+        mine = [k for k, of in enumerate(rows_of) if of == row]
+        top.broken_barh(
+            [(starts[k], widths[k]) for k in mine], (row - 0.35, 0.7),
+            facecolors=[colours[k] for k in mine], edgecolor="white", linewidth=0.5,
+        )  # fmt: skip
     top.set_yticks(range(len(workers)), workers)
     top.set_ylim(-0.6, len(workers) - 0.4)
     top.invert_yaxis()
