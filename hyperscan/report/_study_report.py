@@ -924,7 +924,8 @@ def study_report(
     if rows:
         parts.append(
             "<p>Never eligible as best. Trashed: more replicas diverged than "
-            "<code>scan.divergence.max_diverged</code> allows (the sampler learns to avoid "
+            "<code>scan.divergence.max_diverged</code> allows, or were pos-veto than "
+            "<code>scan.divergence.max_pos_veto</code> does (the sampler learns to avoid "
             "the region). Pruned: stopped early by the pruner. Failed: the worker died or was "
             "stopped; such trials are re-queued.</p>"
         )

@@ -32,6 +32,10 @@ def _age(trial: optuna.trial.FrozenTrial, now: datetime.datetime) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
+#: Trashed trials and retries listed, the latest ones: a study of thousands of trials has
+#: hundreds of each (the dashboard and `hyperscan report` show them trial by trial).
+LISTED = 10
+
 # Trials that count against the study budget; FAIL ones are retried, so they do not.
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -78,18 +82,25 @@ def status_text(setup: StudySetup) -> str:
             lines.append(line)
     bad = [t for t in trials if trashed(t)]
     if bad:
-        lines.append("trashed:")
-        lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad)
-    retried = retries(trials)
+        lines.append("trashed:" + _earlier(len(bad)))
+        lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad[-LISTED:])
+    retried = list(retries(trials).items())
     if retried:
         lines.append(
-            "retried: "
+            "retried:"
+            + _earlier(len(retried))
+            + " "
             + ", ".join(
                 f"{failed} → {retry}" + (" (worker lost)" if lost else "")
-                for failed, (retry, lost) in retried.items()
+                for failed, (retry, lost) in retried[-LISTED:]
             )
         )
     return "\n".join(lines)
+
+
+def _earlier(count: int) -> str:
+    left_out = count - LISTED
+    return f" (the last {LISTED} of {count})" if left_out > 0 else ""
 
 
 def retries(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, tuple[int, bool]]:
