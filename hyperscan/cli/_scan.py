@@ -93,7 +93,7 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     elif creation.old_budget is not None:
         click.echo(
             f"study {name!r} in {where}: budget changed from {creation.old_budget} to "
-            f"{card.scan.trials} trials (workers already running keep theirs)"
+            f"{card.scan.trials} trials (running workers take it after their trial)"
         )
     else:
         click.echo(f"study {name!r} exists with this runcard in {where}")

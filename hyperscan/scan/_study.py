@@ -154,7 +154,7 @@ def create_study(
     budget (scan.trials) changes the study's budget, any other is refused.
 
     A budget can change because it counts trials and changes none: a scan that ended wants
-    more trials of the same kind. Workers already running keep the budget they started with.
+    more trials of the same kind. Running workers read it again after each trial.
 
     Returns the study and what was done. Everything is checked before the first write, so a
     refused runcard leaves the storage as it was. ``problem``: the runcard's data from
@@ -185,6 +185,13 @@ def create_study(
         f"({_differences(stored, runcard)}); choose another --name, or use the runcard it "
         "was created with (only scan.trials, the budget, may change)"
     )
+
+
+def stored_budget(study: optuna.Study) -> int | None:
+    """The study's budget as its stored runcard says now: `study create` or `scan` may have
+    changed it since a worker started (None if the runcard is missing or not valid)."""
+    stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
+    return None if stored is None else stored.scan.trials
 
 
 def _with_budget(runcard: ScanRuncard, trials: int) -> ScanRuncard:

@@ -15,13 +15,12 @@ import numpy as np
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
-from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
 from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
-from hyperscan.scan._status import FINISHED, finished_trials
+from hyperscan.scan._status import finished_trials
 from hyperscan.scan._storage import (
     describe_error,
     explained_storage_errors,
@@ -31,7 +30,7 @@ from hyperscan.scan._storage import (
     storage_url,
     transient_error,
 )
-from hyperscan.scan._study import StudySetup, open_study, study_problem
+from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
 from hyperscan.scan._trial_attrs import requeued as was_requeued
 
 _logger = logging.getLogger(__name__)
@@ -185,6 +184,12 @@ def run_worker(
 
     storage_errors = 0  # consecutive ones, since the last trial that ended
 
+    def within_budget(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        nonlocal budget
+        budget = stored_budget(study) or budget  # raised or lowered while this worker ran
+        if finished_trials(study) >= budget:
+            study.stop()
+
     def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         nonlocal done, requeued, storage_errors
         done += 1
@@ -208,7 +213,7 @@ def run_worker(
                     n_trials=None if n_trials is None else n_trials - done,
                     timeout=None if timeout is None else timeout - (time.monotonic() - started),
                     catch=(WorkerStopping,),
-                    callbacks=[MaxTrialsCallback(budget, states=FINISHED), after_trial],
+                    callbacks=[within_budget, after_trial],
                     gc_after_trial=True,
                 )
                 break

@@ -877,8 +877,8 @@ def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_pat
     assert result.exit_code == 0, result.output
     where = redact(resolve_url(url))
     assert result.stdout == (
-        f"study 's' in {where}: budget changed from 4 to 9 trials (workers already running "
-        "keep theirs)\n"
+        f"study 's' in {where}: budget changed from 4 to 9 trials (running workers take it "
+        "after their trial)\n"
     )
     status = cli("study", "status", "--study", "s", "--storage", url)
     assert "(budget 9 finished)" in status.stdout, status.output

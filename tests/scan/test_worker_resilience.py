@@ -148,6 +148,26 @@ def test_a_storage_outage_as_a_worker_starts_is_a_message(tmp_path, monkeypatch)
     assert "invalid data in the commit" not in str(info.value)
 
 
+def test_a_running_worker_takes_a_budget_raised_during_its_trial(tmp_path, monkeypatch):
+    """`study create` with a larger scan.trials while a worker runs: the worker reads the new
+    budget after its trial and goes on to it, instead of stopping at the one it started with."""
+    storage = open_storage(str(tmp_path / "s.journal"), create=True)
+    card = {**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}
+    create_study(scan_runcard_from_dict(card), storage, "grow")
+    real_fit = _objective.run_fit
+
+    def fit_and_raise_the_budget(*args, **kwargs):
+        raised = {**card, "scan": {**card["scan"], "trials": 3}}
+        create_study(scan_runcard_from_dict(raised), storage, "grow")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(_objective, "run_fit", fit_and_raise_the_budget)
+    report = run_worker("grow", storage)
+    assert report.budget_reached and report.trials == 3
+    states = [t.state for t in load_study(storage, "grow").get_trials()]
+    assert states == [TrialState.COMPLETE] * 3
+
+
 def test_the_scan_supervisor_waits_out_a_storage_outage():
     """`hyperscan scan` polls the study while its workers run: an outage is said once and
     waited out, as the workers wait it out, instead of ending the scan and orphaning them."""
