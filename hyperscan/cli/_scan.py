@@ -382,8 +382,8 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="IPv4 address or host name to bind; the dashboard has no authentication and can "
-    "delete studies.",
+    help="IP address (v4 or v6) or host name to bind; the dashboard has no authentication and "
+    "can delete studies.",
 )
 @click.option(
     "--port",
@@ -404,8 +404,11 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
     except _scan_errors() as error:
         fail(str(error))
     try:  # a port in use is a message, not a traceback after "dashboard on ..."
-        socket.create_server((host, port)).close()
-        click.echo(f"dashboard on http://{host}:{port}/ (Ctrl-C to stop)")
+        ipv6 = ":" in host
+        socket.create_server(
+            (host, port), family=socket.AF_INET6 if ipv6 else socket.AF_INET
+        ).close()
+        click.echo(f"dashboard on http://{f'[{host}]' if ipv6 else host}:{port}/ (Ctrl-C to stop)")
         run_server(handle, host=host, port=port)
     except OSError as error:
         fail(f"cannot serve the dashboard on {host}:{port}: {error.strerror or error}")

@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,10 +145,12 @@ class Server:
     process: subprocess.Popen
     port: int
     log: Path
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")
@@ -169,20 +172,21 @@ def stop(process: subprocess.Popen) -> None:
             process.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
-def server(journal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@contextmanager
+def serving(journal: Path, log: Path, host: str = "127.0.0.1") -> Iterator[Server]:
+    """`hyperscan dashboard` on `host`, once it answers; stopped at the end."""
     port = free_port()
-    log = tmp_path_factory.mktemp("dashboard-log") / "server.log"
+    command = [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)]
     with open(log, "wb") as sink:
         process = subprocess.Popen(
-            [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)],
+            [*command, "--host", host],
             stdout=sink,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=environment(),
             cwd=journal.parent,
         )
-    running = Server(process, port, log)
+    running = Server(process, port, log, host)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -198,6 +202,12 @@ def server(journal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield running
     finally:
         stop(process)
+
+
+@pytest.fixture(scope="module")
+def server(journal: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    with serving(journal, tmp_path_factory.mktemp("dashboard-log") / "server.log") as running:
+        yield running
 
 
 def study_id(server: Server) -> int:
@@ -278,6 +288,12 @@ def test_another_local_address_is_refused(server: Server) -> None:
         pass
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.2", server.port), timeout=5).close()
+
+
+def test_it_serves_an_ipv6_address(journal: Path, tmp_path: Path) -> None:
+    with serving(journal, tmp_path / "server.log", host="::1") as running:
+        assert [s["study_name"] for s in running.get("/api/studies")["study_summaries"]] == [STUDY]
+        assert f"dashboard on http://[::1]:{running.port}/" in running.output()
 
 
 def refused_dashboard(storage: Path, port: int) -> subprocess.CompletedProcess[str]:
