@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -180,4 +181,10 @@ def _target_problem(path: Path, force: bool) -> str | None:
         return f"cannot write {path}: {ancestor} is a file, not a folder"
     if not os.access(ancestor, os.W_OK | os.X_OK):
         return f"cannot write {path}: no permission to write in {ancestor}"
+    # What access() cannot tell: a read-only file system, or /proc and /sys, which refuse new
+    # files even to root. The results are staged in a sibling folder like this one.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".hyperscan-check.", dir=ancestor))
+    except OSError as error:
+        return f"cannot write {path}: {ancestor} takes no new files ({error.strerror or error})"
     return None

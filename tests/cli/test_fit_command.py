@@ -171,6 +171,17 @@ def test_an_output_that_cannot_be_written_is_refused_before_fitting(
     assert sorted(p.name for p in work.iterdir()) == ["a-file"]
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_a_folder_that_takes_no_new_files_is_refused_before_fitting(tmp_path):
+    """/proc refuses new files even to root, whom access() lets write anywhere: the check
+    tries, so the fit is refused before it runs rather than lost after it."""
+    runcard = _write(tmp_path / "fit.yml", TINY)
+    result = CliRunner().invoke(main, ["fit", str(runcard), "-o", "/proc/hyperscan-fit"])
+    assert result.exit_code == 2, result.output
+    assert "cannot write /proc/hyperscan-fit: " in result.output
+    assert "members" not in result.output and "Traceback" not in result.output
+
+
 def test_a_scan_runcard_is_pointed_to_hyperscan_scan(tmp_path):
     runcard = _write(tmp_path / "scan.yml", {**TINY, "scan": {"space": {"activation": ["tanh"]}}})
     result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
