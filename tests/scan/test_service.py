@@ -1095,13 +1095,16 @@ def test_local_scan_exports_a_fit_runcard(tmp_path, monkeypatch):
         load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick").trials
     ) == len(trials)
 
-    # The runcard with a larger budget: the same study takes one trial more.
-    write_card(tmp_path / "quick.yml", scan_card(scan={"trials": 5}))
+    # The runcard with a budget of one trial more than the study holds (two workers may have
+    # finished one beyond the budget of 4): the same study takes that one trial.
+    budget = len(trials) + 1
+    write_card(tmp_path / "quick.yml", scan_card(scan={"trials": budget}))
     more = cli("scan", "quick.yml", "--workers", "1")
     assert more.exit_code == 0, more.output
-    assert "study 'quick' resumed: budget 5 trials (was 4) of 1×1 members, 1 worker" in more.stdout
+    resumed = f"study 'quick' resumed: budget {budget} trials (was 4) of 1×1 members, 1 worker"
+    assert resumed in more.stdout
     listed = re.findall(r"^trial (\d+):", more.stdout, re.M)
-    assert listed == ["4"], more.stdout  # this run's trial, not the 4 before it again
+    assert listed == [str(len(trials))], more.stdout  # this run's trial, not the earlier again
     study = load_study(open_storage(str(tmp_path / "hyperscan.journal")), "quick")
-    assert_nothing_lost(study.get_trials(), 5)
-    assert len(study.trials) == 5
+    assert_nothing_lost(study.get_trials(), budget)
+    assert len(study.trials) == budget
