@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._status import state_counts
 from hyperscan.scan._storage import STORAGE_ENV, describe_error, resolve_url, transient_error
-from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued, trashed
+from hyperscan.scan._trial_attrs import repeated, requeued, trashed
 
 POLL_SECONDS = 1.0
 
@@ -37,8 +37,9 @@ def trial_line(trial: optuna.trial.FrozenTrial, with_params: bool = True) -> str
 
 def trial_start_line(trial: optuna.Trial, params: dict) -> str:
     """The line a worker prints as it starts a trial: a long fit's log is not silent."""
-    retry_of = trial.user_attrs.get(RETRY_OF_ATTR)
-    again = f" (retry of trial {retry_of})" if retry_of is not None else ""
+    system_attrs = trial.storage.get_trial_system_attrs(trial._trial_id)
+    repeats = repeated(trial.user_attrs, system_attrs)
+    again = f" (retry of trial {repeats[0]})" if repeats is not None else ""
     return f"trial {trial.number} started{again}: {params}"
 
 

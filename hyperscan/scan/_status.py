@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._storage import stale_trial_ids
 from hyperscan.scan._study import StudySetup
-from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, WORKER_ATTR, trashed
+from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 
 
 def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:
@@ -108,12 +108,7 @@ def retries(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, tuple[int, 
     lost (died, or lost the storage) rather than told to stop."""
     found = {}
     for trial in trials:
-        stopped = trial.user_attrs.get(RETRY_OF_ATTR)
-        # Optuna's re-queue of a trial its worker lost: copies the user attributes (so also an
-        # older retry_of) and appends the failed trial to retry_history.
-        history = trial.system_attrs.get("retry_history", [])
-        if history and (stopped is None or history[-1] > stopped):
-            found[history[-1]] = (trial.number, True)
-        elif stopped is not None:
-            found[stopped] = (trial.number, False)
+        repeats = repeated(trial.user_attrs, trial.system_attrs)
+        if repeats is not None:
+            found[repeats[0]] = (trial.number, repeats[1])
     return found

@@ -27,6 +27,19 @@ def requeued(trial: optuna.trial.FrozenTrial) -> bool:
     return bool(trial.user_attrs.get(REQUEUED_ATTR))
 
 
+def repeated(user_attrs: dict, system_attrs: dict) -> tuple[int, bool] | None:
+    """The trial a queued trial repeats, and whether its worker was lost (died, or lost the
+    storage) rather than told to stop; None for a trial drawn afresh.
+
+    Optuna's re-queue of a lost worker's trial copies its user attributes (so also an older
+    ``retry_of``) and appends the failed trial to ``retry_history``: the later one counts."""
+    stopped = user_attrs.get(RETRY_OF_ATTR)
+    history = system_attrs.get("retry_history", [])
+    if history and (stopped is None or history[-1] > stopped):
+        return history[-1], True
+    return None if stopped is None else (stopped, False)
+
+
 def worker_id() -> str:
     """The value of the `worker` attribute: this process, as host:pid."""
     return f"{socket.gethostname()}:{os.getpid()}"

@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy
 from click.testing import CliRunner
 from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
+from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hyperscan.cli import main
@@ -27,12 +28,15 @@ from hyperscan.scan import (
     load_study,
     open_storage,
     open_study,
+    retries,
     run_worker,
     status_text,
+    trial_start_line,
 )
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._local import supervise
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR
+from hyperscan.scan._trial_attrs import RETRY_OF_ATTR
 
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
@@ -295,3 +299,22 @@ def test_a_study_of_another_engine_revision_gets_no_trials_from_this_worker(tmp_
         run_worker("old", _storage(tmp_path / "s.journal"))
     assert load_study(storage, "old").trials == []
     assert "old" in status_text(open_study(storage, "old"))
+
+
+def test_a_retry_of_a_lost_workers_trial_names_the_trial_it_repeats():
+    """Optuna re-queues a lost worker's trial with its user attributes (an older retry_of
+    too): the start line names the trial repeated, as `study status` does, not the older one."""
+    study = optuna.create_study()
+    first = study.ask()
+    first.suggest_float("x", 0.0, 1.0)
+    study.enqueue_trial(first.params, user_attrs={RETRY_OF_ATTR: first.number})  # a signal
+    study.tell(first, state=TrialState.FAIL)
+    second = study.ask()
+    assert trial_start_line(second, {}) == f"trial {second.number} started (retry of trial 0): {{}}"
+    study.tell(second, state=TrialState.FAIL)  # its worker died: Optuna queues a copy
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        RetryHeartbeatStaleTrialCallback()(study, study.trials[second.number])
+    third = study.ask()
+    assert retries(study.get_trials()) == {0: (1, False), 1: (2, True)}
+    assert trial_start_line(third, {}) == f"trial {third.number} started (retry of trial 1): {{}}"
