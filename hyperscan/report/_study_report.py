@@ -703,6 +703,13 @@ def _folds_note(card: ScanRuncard | None) -> str:
     )
 
 
+def _export_any(name: str, trials: _Trials) -> str:
+    """How to export a pruned or trashed trial all the same (empty if there is none)."""
+    if not (trials.pruned or trials.trashed):
+        return ""
+    return f" (hyperscan export --study {name} --trial N writes a pruned or trashed one)"
+
+
 def _apart_rows(trials: _Trials) -> list[list[Any]]:
     rows: list[list[Any]] = []
     retried = retries(trials.all)
@@ -893,7 +900,8 @@ def study_report(
         if best is None:
             parts.append(
                 "<p>None: no trial is complete, so there is nothing to rank, and "
-                "<code>hyperscan export</code> has no runcard to write.</p>"
+                "<code>hyperscan export</code> has no best trial to write"
+                f"{_e(_export_any(study.study_name, trials))}.</p>"
             )
         else:
             parts.append(
@@ -963,7 +971,8 @@ def study_report(
         ""
         if best is not None
         else f'<p class="note">No trial is complete yet ({_e(listed)}): none is best, and '
-        "<code>hyperscan export</code> has no runcard to write. What the finished trials "
+        "<code>hyperscan export</code> has no best trial to write"
+        f"{_e(_export_any(study.study_name, trials))}. What the finished trials "
         "tell is below: where in the space they were pruned or trashed, and why, under "
         '<a href="#apart">Trials set apart</a>.</p>'
     )

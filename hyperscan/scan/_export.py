@@ -26,8 +26,11 @@ def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         listed = counts_line(study)  # trashed apart from pruned, as `scan` prints them
+        pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
+        other = "; `hyperscan export --trial N` writes a pruned or trashed one" if pruned else ""
         raise ScanError(
             f"study {study.study_name!r} has no complete trial yet ({listed or 'no trials'})"
+            + other
         )
     return study.best_trial
 

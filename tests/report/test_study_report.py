@@ -425,3 +425,24 @@ def test_worker_strip_draws_a_collection_per_worker(tmp_path):
     assert len(top.collections) == len(WORKERS)
     assert sum(len(c.get_paths()) for c in top.collections) == len(trials)
     assert len({tuple(colour) for c in top.collections for colour in c.get_facecolor()}) == 5
+
+
+def test_no_complete_trial_says_export_trial_writes_a_pruned_one(tmp_path):
+    """Nothing is best, but `export --trial N` writes a pruned or trashed trial: the page and
+    export's message say so, instead of that export has nothing to write."""
+    storage = build_study(tmp_path / "h.journal", "stuck", [TrialState.PRUNED] * 2)
+    text = study_report(load_study(open_storage(storage), "stuck"), storage)
+    assert "has no runcard to write" not in text
+    assert text.count("hyperscan export --study stuck --trial N writes a pruned or trashed") == 2
+
+    best = tmp_path / "best.yml"
+    export = CliRunner().invoke(
+        main, ["export", "--study", "stuck", "--storage", storage, "-o", best]
+    )
+    assert export.exit_code == 2 and not best.exists()
+    assert "`hyperscan export --trial N` writes a pruned or trashed one" in export.output
+    chosen = CliRunner().invoke(
+        main, ["export", "--study", "stuck", "--storage", storage, "--trial", "0", "-o", best]
+    )
+    assert chosen.exit_code == 0, chosen.output
+    assert best.exists()
