@@ -31,6 +31,18 @@ from hyperscan.cli._common import (
 from hyperscan.cli._tensorflow import configure_or_fail
 
 
+def _checked_data(card, runcard: Path, storage: str | None):
+    """The runcard's data, checked before the storage is created; a new storage file holds no
+    study yet, so the checks of a new study too (an existing one's are create_study's)."""
+    from hyperscan.scan import check_new_study, checked_data, storage_file
+
+    problem = checked_data(card, str(runcard))
+    where = storage_file(storage)
+    if where is not None and not where.exists():
+        check_new_study(card, str(runcard))
+    return problem
+
+
 def _scan_errors():
     """The exceptions that are user mistakes or environment problems, not bugs."""
     from hyperscan.runcard import RuncardError
@@ -78,11 +90,11 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     """
     card = _load_scan_runcard(runcard)
     quiet_optuna()
-    from hyperscan.scan import checked_data, create_study, open_storage, storage_url
+    from hyperscan.scan import create_study, open_storage, storage_url
 
     name = name or runcard.stem
     try:
-        problem = checked_data(card, str(runcard))  # before the storage is created
+        problem = _checked_data(card, runcard, storage)  # before the storage is created
         handle = open_storage(storage, create=True)
         _, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
     except _scan_errors() as error:
@@ -448,7 +460,6 @@ def scan(
     card = _load_scan_runcard(runcard)
     quiet_optuna()
     from hyperscan.scan import (
-        checked_data,
         counts_line,
         create_study,
         default_output,
@@ -476,7 +487,7 @@ def scan(
     check_not_an_input(output, storage, runcard)
     check_target(output, force=True)  # rewritten as the study grows: see --output
     try:
-        problem = checked_data(card, str(runcard))  # before the storage is created
+        problem = _checked_data(card, runcard, storage)  # before the storage is created
         handle = open_storage(storage, create=True)
         _, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
         setup = open_study(handle, name)

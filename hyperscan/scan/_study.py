@@ -76,16 +76,6 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
     if runcard.scan.objective.chi2 == "validation":
         problems += _validation_points(runcard)
     problems += joint_space_problems(runcard)
-    if runcard.replicas != ScanRuncard.model_fields["replicas"].default:
-        # Here, not in the schema: studies stored with such a runcard still open.
-        problems.append(
-            (
-                "replicas",
-                f"a scan fits 'scan.replicas' replicas per trial ({runcard.scan.replicas} "
-                "here), whatever this says: give the number there (the top-level 'replicas' "
-                "is a fit runcard's)",
-            )
-        )
     missing = [
         package
         for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())
@@ -135,6 +125,23 @@ def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
     ]
 
 
+def check_new_study(runcard: ScanRuncard, source: str = "<runcard>") -> None:
+    """Checks for a new study only: a study stored with such a runcard still opens, resumes
+    (`scan`) and takes a new budget; RuncardError otherwise."""
+    if runcard.replicas != ScanRuncard.model_fields["replicas"].default:
+        raise RuncardError(
+            [
+                (
+                    "replicas",
+                    f"a scan fits 'scan.replicas' replicas per trial ({runcard.scan.replicas} "
+                    "here), whatever this says: give the number there (the top-level "
+                    "'replicas' is a fit runcard's)",
+                )
+            ],
+            source=source,
+        )
+
+
 def checked_data(runcard: ScanRuncard, source: str = "<runcard>") -> Problem:
     """The study's data, with every check that needs them passed (RuncardError otherwise):
     a command calls it before it opens, and so creates, a storage."""
@@ -163,6 +170,7 @@ def create_study(
     problem = problem if problem is not None else checked_data(runcard, source)
     text = dump_runcard(runcard)
     if name not in study_names(storage):
+        check_new_study(runcard, source)
         try:
             study = optuna.create_study(storage=storage, study_name=name, direction=DIRECTION)
         except optuna.exceptions.DuplicatedStudyError:

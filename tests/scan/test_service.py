@@ -868,6 +868,27 @@ def test_a_top_level_replica_count_in_a_scan_runcard_is_refused(tmp_path):
     assert not url.exists()
 
 
+def test_a_study_stored_with_a_top_level_replica_count_still_resumes(url, tmp_path):
+    """Only a new study refuses a top-level `replicas`: a study stored with one before the
+    refusal is created again as a no-op and takes a new budget, as other studies do."""
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    study = load_study(open_storage(url), "s")
+    stored = study.user_attrs["hyperscan:runcard"]
+    assert "\nreplicas: 1\n" in stored
+    study.set_user_attr("hyperscan:runcard", stored.replace("\nreplicas: 1\n", "\nreplicas: 3\n"))
+    old = write_card(tmp_path / "old.yml", scan_card(replicas=3))
+    again = cli("study", "create", old, "--storage", url, "--name", "s")
+    assert again.exit_code == 0, again.output
+    assert "study 's' exists with this runcard" in again.stdout
+    more = write_card(tmp_path / "more.yml", scan_card(replicas=3, scan={"trials": 9}))
+    raised = cli("study", "create", more, "--storage", url, "--name", "s")
+    assert raised.exit_code == 0, raised.output
+    assert "budget changed from 4 to 9 trials" in raised.stdout
+    new = cli("study", "create", old, "--storage", url, "--name", "new")
+    assert "replicas: a scan fits 'scan.replicas'" in assert_clean_failure(new)
+    assert study_names(open_storage(url)) == ["s"]
+
+
 def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_path):
     """A study that spent its budget takes more trials of the same kind: the runcard with a
     larger scan.trials changes the budget, and workers read it from the study."""
