@@ -198,6 +198,7 @@ def test_the_scan_supervisor_says_when_a_trial_starts_and_when_it_ends():
     """A long trial is not a silent scan: its start is said once, as is its end."""
     running = optuna.trial.create_trial(state=TrialState.RUNNING)
     finished = optuna.trial.create_trial(value=2.0)
+    running.number, finished.number = 7, 8  # a line must name its own trial
     answers = [[running], [running], [finished]]
 
     class Study:
