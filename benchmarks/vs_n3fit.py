@@ -300,7 +300,7 @@ def hyperscan_scan_card(work: Path, kit: Path, trials: int) -> Path:
     base = yaml.safe_load(FIT_STUDY.read_text())
     names = [d["dataset"] for d in n3["dataset_inputs"]]
     base["data"]["real"]["datasets"] = [{"dataset": n} for n in names]
-    base["replicas"] = 1
+    base.pop("replicas", None)  # a scan takes them from scan.replicas
     base["epochs"] = 600
     base["training"]["threads"] = 1  # n3fit's hyperopt card has debug: true (one thread)
     space = n3["hyperscan_config"]

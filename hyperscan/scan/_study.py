@@ -128,7 +128,7 @@ def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
 def check_new_study(runcard: ScanRuncard, source: str = "<runcard>") -> None:
     """Checks for a new study only: a study stored with such a runcard still opens, resumes
     (`scan`) and takes a new budget; RuncardError otherwise."""
-    if runcard.replicas != ScanRuncard.model_fields["replicas"].default:
+    if "replicas" in runcard.model_fields_set:  # even `replicas: 1`, which it would not be
         raise RuncardError(
             [
                 (

@@ -13,6 +13,7 @@ import pytest
 from hyperscan.data import experimental_chi2, grid_predictions, real_problem
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 from hyperscan.runcard import load_scan_runcard
+from hyperscan.scan import check_new_study
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT.parent / "shared" / "peer"
@@ -55,6 +56,7 @@ def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path):
             pytest.fail(f"the n3fit peer kit is missing at {KIT}")
         pytest.skip(f"no n3fit peer kit at {KIT}")
     card = load_scan_runcard(_benchmark().hyperscan_scan_card(tmp_path, KIT, trials=3))
+    check_new_study(card)  # `hyperscan scan` takes it for a new study
     assert card.scan.trials == 3
     assert [list(f) for f in card.scan.folds] == [
         ["HERA_NC_225GEV_EP-SIGMARED"],

@@ -858,13 +858,15 @@ def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
     assert yaml.safe_load(stored)["scan"]["trials"] == TINY_SCAN["scan"]["trials"]
 
 
-def test_a_top_level_replica_count_in_a_scan_runcard_is_refused(tmp_path):
-    """A scan fits scan.replicas per trial: a top-level `replicas: 10` would be ignored
-    silently, so it is refused, before any storage is made."""
-    card = write_card(tmp_path / "scan.yml", scan_card(replicas=10))
+@pytest.mark.parametrize("replicas", [10, 1])
+def test_a_top_level_replica_count_in_a_scan_runcard_is_refused(tmp_path, replicas):
+    """A scan fits scan.replicas per trial: a top-level `replicas` would be ignored silently
+    (even 1, the default, when scan.replicas is not), so it is refused, before any storage is
+    made."""
+    card = write_card(tmp_path / "scan.yml", scan_card(replicas=replicas, scan={"replicas": 2}))
     url = tmp_path / "scan.journal"
     message = assert_clean_failure(cli("study", "create", card, "--storage", url))
-    assert "scan.yml: replicas: a scan fits 'scan.replicas' replicas per trial (1 here)" in message
+    assert "scan.yml: replicas: a scan fits 'scan.replicas' replicas per trial (2 here)" in message
     assert not url.exists()
 
 
