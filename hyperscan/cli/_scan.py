@@ -90,22 +90,36 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
     """
     card = _load_scan_runcard(runcard)
     quiet_optuna()
-    from hyperscan.scan import create_study, open_storage, storage_url
+    from hyperscan.scan import (
+        create_study,
+        explained_storage_errors,
+        finished_trials,
+        open_storage,
+        storage_url,
+    )
 
     name = name or runcard.stem
     try:
         problem = _checked_data(card, runcard, storage)  # before the storage is created
         handle = open_storage(storage, create=True)
-        _, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
+        study, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
+        with explained_storage_errors(handle):
+            finished = finished_trials(study)
     except _scan_errors() as error:
         fail(str(error))
     where = storage_url(handle)
     if creation.created:
         click.echo(f"study {name!r} created in {where}")
     elif creation.old_budget is not None:
+        spent = (
+            f"; {finished} {'trial has' if finished == 1 else 'trials have'} finished, so no "
+            "worker takes another"
+            if finished >= card.scan.trials
+            else ""
+        )
         click.echo(
             f"study {name!r} in {where}: budget changed from {creation.old_budget} to "
-            f"{card.scan.trials} trials (running workers take it after their trial)"
+            f"{card.scan.trials} trials (running workers take it after their trial){spent}"
         )
     else:
         click.echo(f"study {name!r} exists with this runcard in {where}")

@@ -908,6 +908,13 @@ def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_pat
     again = cli("study", "create", more, "--storage", url, "--name", "s")
     assert f"study 's' exists with this runcard in {where}" in again.stdout
 
+    # Lowered to what has finished: said to leave no trial for any worker.
+    study = load_study(open_storage(url), "s")
+    study.add_trial(optuna.trial.create_trial(value=1.0))
+    fewer = write_card(tmp_path / "fewer.yml", scan_card(scan={"trials": 1}))
+    lowered = cli("study", "create", fewer, "--storage", url, "--name", "s")
+    assert lowered.stdout.endswith("; 1 trial has finished, so no worker takes another\n")
+
 
 def test_same_runcard_again_is_a_no_op(url, tmp_path):
     runcard = write_card(tmp_path / "scan.yml", TINY_SCAN)
