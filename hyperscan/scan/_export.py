@@ -56,7 +56,12 @@ def outcome(trial: optuna.trial.FrozenTrial) -> str:
     if trial.state == TrialState.COMPLETE:
         return f"value {trial.value:.6g}"
     reason = trashed(trial)
-    return f"trashed: {reason}" if reason else "pruned"
+    if reason:
+        return f"trashed: {reason}"
+    if not trial.intermediate_values:
+        return "pruned"
+    step = max(trial.intermediate_values)
+    return f"pruned after step {step}, value then {trial.intermediate_values[step]:.6g}"
 
 
 def export_trial(

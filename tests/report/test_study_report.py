@@ -446,3 +446,12 @@ def test_no_complete_trial_says_export_trial_writes_a_pruned_one(tmp_path):
     )
     assert chosen.exit_code == 0, chosen.output
     assert best.exists()
+
+    # Trial 1 was stopped by the pruner: the line and the runcard's header say when.
+    pruned = load_study(open_storage(storage), "stuck").trials[1]
+    step = max(pruned.intermediate_values)
+    when = f"pruned after step {step}, value then {pruned.intermediate_values[step]:.6g}"
+    args = ["export", "--study", "stuck", "--storage", storage, "--trial", "1", "-o", best]
+    chosen = CliRunner().invoke(main, [*args, "--force"])
+    assert chosen.output == f"trial 1 ({when}) written to {best}\n"
+    assert f"\n# value: {when}\n" in best.read_text()
