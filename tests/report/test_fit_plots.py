@@ -7,6 +7,7 @@ import io
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,6 +128,12 @@ def test_closure_truth_is_drawn(fitdir):
         assert len(_truth_lines(one)) == 1 and len(one.axes) == 2  # with the pull panel
 
 
+def _pdf_arrays(fit: Path) -> dict[str, np.ndarray]:
+    """The arrays of a copied fit's pdfs.npz, to edit and save back with np.savez."""
+    with np.load(fit / PDF_FILE) as archive:
+        return {key: archive[key] for key in archive.files}
+
+
 def test_fit_without_closure_has_no_truth(fitdir, tmp_path):
     copy = tmp_path / "fit"
     shutil.copytree(fitdir, copy)
@@ -146,8 +153,7 @@ def test_excluded_members_leave_the_bands(fitdir, tmp_path):
     """A diverged member (NaN PDFs) is left out of bands and chi2, and counted."""
     copy = tmp_path / "fit"
     shutil.copytree(fitdir, copy)
-    with np.load(copy / PDF_FILE) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    arrays = _pdf_arrays(copy)
     arrays["xf"][1] = np.nan
     arrays["status"] = np.array(["ok", "diverged", "pos-veto"])
     np.savez(copy / PDF_FILE, **arrays)
@@ -174,8 +180,7 @@ def test_with_no_member_ok_the_pos_veto_ones_are_shown_and_said_to_be(fitdir, tm
     every title says no member is ok."""
     copy = tmp_path / "fit"
     shutil.copytree(fitdir, copy)
-    with np.load(copy / PDF_FILE) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    arrays = _pdf_arrays(copy)
     arrays["status"] = np.array(["pos-veto", "diverged", "pos-veto"])
     np.savez(copy / PDF_FILE, **arrays)
     document = json.loads((copy / RESULTS_FILE).read_text())
@@ -193,8 +198,7 @@ def _kfold_copy(fitdir, tmp_path, folds, held_out):
     """The fit as if k-fold: member m of fold ``folds[m]``, fold k holding ``held_out[k]``."""
     copy = tmp_path / "kfold"
     shutil.copytree(fitdir, copy)
-    with np.load(copy / PDF_FILE) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    arrays = _pdf_arrays(copy)
     arrays["status"] = np.array(["ok"] * len(folds))
     arrays["folds"] = np.array(folds)
     np.savez(copy / PDF_FILE, **arrays)
@@ -259,8 +263,7 @@ def test_kfold_chi2_says_which_rows_have_no_member(fitdir, tmp_path):
         json.loads((fitdir / RESULTS_FILE).read_text())["members"][0]["dataset_chi2_per_point"]
     )
     copy = _kfold_copy(fitdir, tmp_path, [0, 1, 1], [[names[0]], [names[1]]])
-    with np.load(copy / PDF_FILE) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    arrays = _pdf_arrays(copy)
     arrays["xf"][0] = np.nan
     arrays["status"] = np.array(["diverged", "ok", "ok"])
     np.savez(copy / PDF_FILE, **arrays)
@@ -275,8 +278,7 @@ def test_long_titles_are_wrapped_inside_every_figure(fitdir, tmp_path):
     was cut off by the figure's edge)."""
     copy = tmp_path / "closure-fit-of-the-best-trial-of-the-kfold-scan-refitted"
     shutil.copytree(fitdir, copy)
-    with np.load(copy / PDF_FILE) as archive:
-        arrays = {key: archive[key] for key in archive.files}
+    arrays = _pdf_arrays(copy)
     arrays["status"] = np.array(["ok", "pos-veto", "pos-veto"])
     np.savez(copy / PDF_FILE, **arrays)
     fit = load_fit(copy)
