@@ -103,8 +103,8 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
         problem = _checked_data(card, runcard, storage)  # before the storage is created
         handle = open_storage(storage, create=True)
         study, creation = create_study(card, handle, name, source=str(runcard), problem=problem)
-        with explained_storage_errors(handle):
-            finished = finished_trials(study)
+        with explained_storage_errors(handle):  # read only to say what a new budget leaves
+            finished = finished_trials(study) if creation.old_budget is not None else 0
     except _scan_errors() as error:
         fail(str(error))
     where = storage_url(handle)
