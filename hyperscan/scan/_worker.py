@@ -72,12 +72,12 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
     return optuna.pruners.MedianPruner(n_warmup_steps=section.warmup_reports * steps_per_report + 1)
 
 
-def _salt(setup: StudySetup, number: int | None) -> tuple[int, ...]:
+def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
     """The process id; or, for a numbered worker, its number and the trials the study holds
     when it starts: a new study draws the same trials again, a resumed one new ones."""
     if number is None:
         return (os.getpid(),)
-    return (number, len(setup.study.get_trials(deepcopy=False)))
+    return (number, len(study.get_trials(deepcopy=False)))
 
 
 @dataclass(frozen=True)
@@ -148,12 +148,10 @@ def run_worker(
         setup = setup if setup is not None else open_study(storage, study_name)
         problem = study_problem(setup)
         runcard = setup.runcard
-        study = load_study(
-            storage,
-            study_name,
-            sampler=make_sampler(runcard, _salt(setup, sampler_salt)),
-            pruner=make_pruner(runcard),
-        )
+        study = load_study(storage, study_name, pruner=make_pruner(runcard))
+        # Its trials read through this study, whose cache the worker keeps: on PostgreSQL, a
+        # study of thousands of trials takes seconds to load.
+        study.sampler = make_sampler(runcard, _salt(study, sampler_salt))
         budget = runcard.scan.trials
         finished = finished_trials(study)  # failing stale trials does not change it
         fail_stale_trials(study, requeue=finished < budget)

@@ -172,6 +172,30 @@ def test_a_running_worker_takes_a_budget_raised_during_its_trial(tmp_path, monke
     assert states == [TrialState.COMPLETE] * 3
 
 
+def test_a_numbered_worker_reads_the_trials_from_postgresql_once_as_it_starts(
+    postgres_url, monkeypatch
+):
+    """Its sampler's salt counts the study's trials: read through the study the worker keeps,
+    not a second one with a cache of its own (seconds each, for thousands of trials)."""
+    storage = open_storage(postgres_url, create=True)
+    card = {**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 2}}
+    study, _ = create_study(scan_runcard_from_dict(card), storage, "once")
+    for value in (1.0, 2.0):  # the budget is spent: the worker only starts and ends
+        study.add_trial(optuna.trial.create_trial(value=value))
+    loads = []
+    real_get_trials = type(storage)._get_trials
+
+    def counted(self, study_id, states, included_trial_ids, trial_id_greater_than):
+        if trial_id_greater_than == -1:  # a whole load, not a cache's catching up
+            loads.append(study_id)
+        return real_get_trials(self, study_id, states, included_trial_ids, trial_id_greater_than)
+
+    monkeypatch.setattr(type(storage), "_get_trials", counted)
+    report = run_worker("once", storage, sampler_salt=0)
+    assert report.budget_reached and report.trials == 0
+    assert len(loads) == 1, loads
+
+
 def test_the_scan_supervisor_waits_out_a_storage_outage():
     """`hyperscan scan` polls the study while its workers run: an outage is said once and
     waited out, as the workers wait it out, instead of ending the scan and orphaning them."""
