@@ -39,7 +39,7 @@ from hyperscan.report._style import (
     wants_log,
 )
 from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import retries, state_counts, trashed
+from hyperscan.scan import last_report, retries, state_counts, trashed
 from hyperscan.scan._study import RUNCARD_ATTR
 
 __all__ = ["ReportError", "study_report"]
@@ -81,12 +81,6 @@ class _Trials:
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _last_report(trial: FrozenTrial) -> tuple[int, float] | None:
-    """The last intermediate value a pruned trial reported (its step and value)."""
-    reports = [(s, v) for s, v in trial.intermediate_values.items() if _finite(v)]
-    return max(reports) if reports else None
 
 
 def _fmt(value: Any) -> str:
@@ -165,7 +159,7 @@ def history_figure(trials: _Trials, label: str) -> Figure:
         best = np.minimum.accumulate(values)
         ax.step(numbers, best, where="post", color=_BEST, lw=2, label="running best", zorder=4)
     shown = list(values)
-    pruned = [(t.number, r[1]) for t in trials.pruned if (r := _last_report(t))]
+    pruned = [(t.number, r[1]) for t in trials.pruned if (r := last_report(t))]
     if pruned:
         x, y = zip(*pruned, strict=True)
         ax.scatter(
@@ -718,7 +712,7 @@ def _apart_rows(trials: _Trials) -> list[list[Any]]:
         if kind == "trashed":
             reason = trashed(trial)
         elif kind == "pruned":
-            last = _last_report(trial)
+            last = last_report(trial)
             reason = (
                 f"stopped by the pruner after step {last[0]} (value then {last[1]:.4g})"
                 if last
@@ -824,7 +818,7 @@ def study_report(
     parts: list[str] = []
     with style():
         parts.append('<section id="history"><h2>Objective history</h2>')
-        if trials.complete or any(_last_report(t) for t in trials.pruned):
+        if trials.complete or any(last_report(t) for t in trials.pruned):
             parts.append(
                 f"<p>Trial value = {_e(sentence)}. "
                 + ("The orange line is the best value so far. " if trials.complete else "")

@@ -47,7 +47,7 @@ from hyperscan.scan._study import (
     open_study,
     study_problem,
 )
-from hyperscan.scan._trial_attrs import requeued, trashed, worker_id
+from hyperscan.scan._trial_attrs import last_report, requeued, trashed, worker_id
 
 if TYPE_CHECKING:
     from hyperscan.scan._objective import Objective, WorkerStopping
@@ -86,6 +86,7 @@ __all__ = [
     "fail_stale_trials",
     "finished_trials",
     "fixed_runcard",
+    "last_report",
     "load_study",
     "make_pruner",
     "make_sampler",

@@ -17,7 +17,7 @@ from hyperscan.runcard import RuncardError
 from hyperscan.scan._local import counts_line
 from hyperscan.scan._space import export_text
 from hyperscan.scan._study import ScanError, StudySetup
-from hyperscan.scan._trial_attrs import trashed
+from hyperscan.scan._trial_attrs import last_report, trashed
 
 
 def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
@@ -58,10 +58,8 @@ def outcome(trial: optuna.trial.FrozenTrial) -> str:
     reason = trashed(trial)
     if reason:
         return f"trashed: {reason}"
-    if not trial.intermediate_values:
-        return "pruned"
-    step = max(trial.intermediate_values)
-    return f"pruned after step {step}, value then {trial.intermediate_values[step]:.6g}"
+    last = last_report(trial)
+    return "pruned" if last is None else f"pruned after step {last[0]}, value then {last[1]:.6g}"
 
 
 def export_trial(

@@ -5,6 +5,7 @@ Status, export, the dashboard and reports read them without importing TensorFlow
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 
@@ -20,6 +21,12 @@ REQUEUED_ATTR = "requeued"
 def trashed(trial: optuna.Trial | optuna.trial.FrozenTrial) -> str | None:
     """The reason a finished trial was trashed, None if it was not."""
     return trial.user_attrs.get(TRASHED_ATTR)
+
+
+def last_report(trial: optuna.trial.FrozenTrial) -> tuple[int, float] | None:
+    """The last finite intermediate value a trial reported to the pruner: its step and value."""
+    reports = [(s, v) for s, v in trial.intermediate_values.items() if math.isfinite(v)]
+    return max(reports) if reports else None
 
 
 def requeued(trial: optuna.trial.FrozenTrial) -> bool:
