@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from hyperscan.data._commondata import CommonData, read_commondata
-from hyperscan.runcard._real_datasets import nnpdf_data_version
+from hyperscan.runcard.real_datasets import nnpdf_data_version
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "hyperscan" / "data" / "dis"

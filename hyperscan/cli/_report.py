@@ -48,8 +48,14 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     check_target(output, force)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
-    from hyperscan.scan import ScanError, StorageError, load_study, open_storage, write_atomically
-    from hyperscan.scan._storage import storage_url
+    from hyperscan.scan import (
+        ScanError,
+        StorageError,
+        load_study,
+        open_storage,
+        storage_url,
+        write_atomically,
+    )
 
     try:
         handle = open_storage(storage)

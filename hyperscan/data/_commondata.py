@@ -4,7 +4,7 @@
 nnpdf-data stores each set as ``commondata/<setname>/metadata.yaml`` plus ``data_*.yaml``
 (central values), ``uncertainties_*.yaml`` (per column: treatment ADD/MULT and type UNCORR, CORR
 or a name shared across datasets) and ``kinematics_*.yaml``; a variant swaps the data and
-uncertainty files (``hyperscan.runcard._real_datasets.commondata_files``). The rules follow
+uncertainty files (``hyperscan.runcard.real_datasets.commondata_files``). The rules follow
 validphys' ``load_commondata``:
 
 * the column named ``stat`` (any case) is the statistical error and must be ADD, UNCORR; none
@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from hyperscan.runcard import _real_datasets as meta
-from hyperscan.runcard._real_datasets import RealDataError
+from hyperscan.runcard import real_datasets as meta
+from hyperscan.runcard.real_datasets import RealDataError
 
 #: Bump when the parsed arrays change for the same files: old cache entries are then unused.
 READER_VERSION = 1
@@ -87,7 +87,7 @@ def read_commondata(
     """
     root = meta.nnpdf_commondata_dir() if commondata_dir is None else Path(commondata_dir)
     if root is None:
-        raise meta._missing_nnpdf(name)
+        raise meta.missing_nnpdf(name)
     setname, _ = meta.split_name(name)
     folder = root / setname
     if not (folder / "metadata.yaml").is_file():

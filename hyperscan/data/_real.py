@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hyperscan.runcard._real_datasets import (
+from hyperscan.runcard.real_datasets import (
     REAL_DATASETS,
     RealDataError,
     check_real_dataset,

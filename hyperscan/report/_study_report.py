@@ -39,8 +39,7 @@ from hyperscan.report._style import (
     wants_log,
 )
 from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import last_report, retries, state_counts, trashed
-from hyperscan.scan._study import RUNCARD_ATTR
+from hyperscan.scan import RUNCARD_ATTR, last_report, retries, state_counts, trashed
 
 __all__ = ["ReportError", "study_report"]
 

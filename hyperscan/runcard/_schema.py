@@ -253,7 +253,7 @@ class ClosureSection(_Section):
 
 
 def _check_real_entry(entry: RealDatasetEntry) -> RealDatasetEntry:
-    from hyperscan.runcard._real_datasets import REAL_DATASETS, check_real_dataset
+    from hyperscan.runcard.real_datasets import REAL_DATASETS, check_real_dataset
 
     if entry.dataset not in REAL_DATASETS:
         available = ", ".join(sorted(REAL_DATASETS))
@@ -281,7 +281,7 @@ class RealDatasetEntry(_Section):
 
 
 def _all_real_datasets() -> tuple[RealDatasetEntry, ...]:
-    from hyperscan.runcard._real_datasets import REAL_DATASETS
+    from hyperscan.runcard.real_datasets import REAL_DATASETS
 
     return tuple(RealDatasetEntry(dataset=k, variant=v) for k, v in REAL_DATASETS.items())
 

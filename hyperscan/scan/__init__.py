@@ -37,6 +37,7 @@ from hyperscan.scan._storage import (
     study_names,
 )
 from hyperscan.scan._study import (
+    RUNCARD_ATTR,
     Creation,
     ScanError,
     StudySetup,
@@ -63,6 +64,7 @@ _FITTING = {
 
 __all__ = [
     "DEFAULT_STORAGE",
+    "RUNCARD_ATTR",
     "STORAGE_ENV",
     "Creation",
     "Objective",

@@ -14,8 +14,8 @@ from hyperscan.data import REAL_DATASETS, load_problem, load_real_dataset, real_
 from hyperscan.data._commondata import default_cache_dir, read_commondata
 from hyperscan.data._real import REAL_DATA_DIR
 from hyperscan.runcard import RuncardError, parse_fit_runcard
-from hyperscan.runcard import _real_datasets as meta
-from hyperscan.runcard._real_datasets import RealDataError
+from hyperscan.runcard import real_datasets as meta
+from hyperscan.runcard.real_datasets import RealDataError
 
 BCDMS = "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA"
 NMC = "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"

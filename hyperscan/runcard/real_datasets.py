@@ -2,7 +2,8 @@
 """Which real DIS datasets (and variants) hyperscan can load, in plain Python.
 
 It lives in the runcard layer, the lowest, so that the schema can check dataset names and
-variants without importing numpy; the data layer loads the datasets it names.
+variants without importing numpy; the data layer, which loads the datasets it names, uses it
+as a public module of this package.
 
 Each dataset ships with one commondata variant (``REAL_DATASETS``). With the optional
 ``nnpdf-data`` package installed (``pip install 'hyperscan[nnpdf]'``) any other variant of a
@@ -91,7 +92,7 @@ class CommondataFiles:
     variants: tuple[str, ...]
 
 
-def _missing_nnpdf(name: str) -> RealDataError:
+def missing_nnpdf(name: str) -> RealDataError:
     return RealDataError(f"{name}: reading commondata needs nnpdf-data, which is not installed: "
                          f"{INSTALL_HINT}")  # fmt: skip
 
@@ -121,7 +122,7 @@ def commondata_files(name: str, variant: str | None, root: Path | None = None) -
     """
     root = nnpdf_commondata_dir() if root is None else root
     if root is None:
-        raise _missing_nnpdf(name)
+        raise missing_nnpdf(name)
     setname, observable = split_name(name)
     path = root / setname / "metadata.yaml"
     if not path.is_file():
