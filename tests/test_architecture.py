@@ -2,10 +2,14 @@
 
 hyperscan's packages form a chain, runcard → data → model → fit → scan → report → cli: each
 imports only from itself and the packages before it, and from those only their public names,
-so a package can be read, tested and changed knowing only what comes before it.
+so a package can be read, tested and changed knowing only what comes before it. Public
+functions carry type hints: they are the contracts between the layers.
 """
 
 import ast
+import importlib
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 
 import hyperscan
@@ -55,3 +59,32 @@ def test_every_package_is_a_layer():
 
 def test_packages_import_only_public_names_of_earlier_layers():
     assert _violations() == []
+
+
+def _unannotated(name: str, function: Callable) -> list[str]:
+    signature = inspect.signature(function)
+    missing = [
+        f"{name}({parameter.name})"
+        for parameter in signature.parameters.values()
+        if parameter.name not in ("self", "cls") and parameter.annotation is inspect.Parameter.empty
+    ]
+    if signature.return_annotation is inspect.Signature.empty and function.__name__ != "__init__":
+        missing.append(f"{name} (return)")
+    return missing
+
+
+def test_public_functions_have_type_hints():
+    missing = []
+    for layer in LAYERS:
+        package = importlib.import_module(f"hyperscan.{layer}")
+        for name in package.__all__:
+            value = getattr(package, name)
+            if inspect.isfunction(value):
+                missing += _unannotated(f"{layer}.{name}", value)
+            elif inspect.isclass(value):
+                for attribute, member in vars(value).items():
+                    if inspect.isfunction(member) and (
+                        not attribute.startswith("_") or attribute == "__init__"
+                    ):
+                        missing += _unannotated(f"{layer}.{name}.{attribute}", member)
+    assert missing == []
