@@ -272,7 +272,7 @@ class RealDatasetEntry(_Section):
 
     dataset: Str
     #: The commondata variant; null: the default. Each dataset ships with one variant; other
-    #: variants of it need nnpdf-data (``pip install 'hyperscan[nnpdf]'``).
+    #: variants of it need nnpdf-data (``pip install nnpdf-data==4.1.5``).
     variant: Str | None = None
 
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ variants without importing numpy; the data layer, which loads the datasets it na
 as a public module of this package.
 
 Each dataset ships with one commondata variant (``REAL_DATASETS``). With the optional
-``nnpdf-data`` package installed (``pip install 'hyperscan[nnpdf]'``) any other variant of a
+``nnpdf-data`` package installed (``INSTALL_HINT``) any other variant of a
 shipped dataset is accepted too, as long as it keeps the FK tables: the FK table depends on the
 observable, a variant only swaps central values and uncertainties. This module finds a variant's
 files from the set's ``metadata.yaml`` (nnpdf-data's layout, variants applied as validphys does);
@@ -37,8 +37,10 @@ REAL_DATASETS: dict[str, str | None] = {
     "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA": None,
 }
 
-#: How to get the other variants.
-INSTALL_HINT = "pip install 'hyperscan[nnpdf]'"
+#: How to get the other variants: the package of hyperscan's ``nnpdf`` extra, by its own name.
+#: Not ``pip install 'hyperscan[nnpdf]'``: on PyPI "hyperscan" is another project (bindings of
+#: Intel's regex library), which that command installs or, with -U, puts in place of this one.
+INSTALL_HINT = "pip install nnpdf-data==4.1.5"
 
 #: What a variant may replace (validphys' ``Variant``; ``experiment`` only relabels).
 _VARIANT_KEYS = ("data_central", "data_uncertainties", "theory")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -151,17 +152,26 @@ def test_missing_variant() -> None:
 
 def test_without_nnpdf_data(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(meta, "nnpdf_commondata_dir", lambda: None)
-    with pytest.raises(RealDataError, match=r"needs nnpdf-data.*pip install 'hyperscan\[nnpdf\]'"):
+    with pytest.raises(RealDataError, match=r"needs nnpdf-data.*pip install nnpdf-data==4\.1\.5"):
         read_commondata(HERA_CC)
     with pytest.raises(
         ValueError,
         match=r"variant 'legacy' is not shipped; only the default variant \(none\) is available; "
-        r"other variants need nnpdf-data: pip install 'hyperscan\[nnpdf\]'",
+        r"other variants need nnpdf-data: pip install nnpdf-data==4\.1\.5",
     ):
         load_real_dataset(HERA_CC, "legacy")
     with pytest.raises(RuncardError, match=r"write variant: rzero.*pip install"):
         parse_fit_runcard(f"data: {{real: {{datasets: [{{dataset: {BCDMS}, variant: rqcd}}]}}}}\n")
     assert load_real_dataset(HERA_CC).n_data == 39  # the shipped variant needs nothing
+
+
+def test_the_install_hint_installs_the_nnpdf_extra_by_its_own_name() -> None:
+    """A user who installed hyperscan from a wheel or a path gets the extra's package, pinned
+    as pyproject pins it; `pip install 'hyperscan[nnpdf]'` would fetch PyPI's "hyperscan",
+    another project (Intel Hyperscan's bindings)."""
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    extra = pyproject["project"]["optional-dependencies"]["nnpdf"]
+    assert f"pip install {' '.join(extra)}" == meta.INSTALL_HINT
 
 
 def test_variant_with_other_fk_tables_is_refused(
