@@ -55,8 +55,11 @@ def _keras_not_preloaded():
 
 
 def xla_cache_directory() -> Path:
-    """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla/<machine>``."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla/<machine>``
+    (default ``~/.cache``; a relative XDG_CACHE_HOME is ignored, per XDG, as for commondata:
+    it would put a cache in each working folder)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:

@@ -69,6 +69,16 @@ def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
     assert xla_cache_directory().is_dir()
 
 
+def test_a_relative_or_empty_xdg_cache_home_means_the_default(tmp_path, monkeypatch):
+    """Per XDG, as the commondata cache: a relative path would scatter caches over the
+    folders hyperscan runs in."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    for value in ("relative/cache", ""):
+        monkeypatch.setenv("XDG_CACHE_HOME", value)
+        assert xla_cache_directory().parent == tmp_path / "home" / ".cache" / "hyperscan" / "xla"
+
+
 def test_each_kind_of_cpu_has_its_own_cache() -> None:
     """Nodes sharing $HOME but not their vector units must not share executables."""
     avx2 = "processor : 0\nmodel name : AMD EPYC\nflags : fpu sse avx avx2 fma\ncpu MHz : 2400"
