@@ -53,10 +53,14 @@ def start_workers(
 ) -> list[subprocess.Popen]:
     """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
     travels in the environment, not argv. Numbered: worker k salts the sampler seed with k, so
-    a scan with one worker draws the same trials when run again."""
+    a scan with one worker draws the same trials when run again.
+
+    ``-P``: the workers import hyperscan as the ``hyperscan`` command does, not from the working
+    folder, which ``-m`` would put first on sys.path: a scan run in a checkout (or any folder
+    holding a ``hyperscan`` package) would fit its trials with that code, not the installed one."""
     threads = threads or max(1, usable_cores() // workers)
     env = {**os.environ, STORAGE_ENV: resolve_url(url)}
-    command = [sys.executable, "-m", "hyperscan", "worker", "--study", study]
+    command = [sys.executable, "-P", "-m", "hyperscan", "worker", "--study", study]
     command += ["--threads", str(threads), "--quiet"]
     return [
         subprocess.Popen([*command, "--sampler-salt", str(k)], env=env, stdout=subprocess.DEVNULL)

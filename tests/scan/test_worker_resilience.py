@@ -34,7 +34,7 @@ from hyperscan.scan import (
     trial_start_line,
 )
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._local import supervise
+from hyperscan.scan._local import start_workers, supervise
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR
 from hyperscan.scan._trial_attrs import RETRY_OF_ATTR
 
@@ -194,6 +194,21 @@ def test_a_numbered_worker_reads_the_trials_from_postgresql_once_as_it_starts(
     report = run_worker("once", storage, sampler_salt=0)
     assert report.budget_reached and report.trials == 0
     assert len(loads) == 1, loads
+
+
+def test_scan_workers_do_not_import_hyperscan_from_the_working_folder(tmp_path, monkeypatch, capfd):
+    """`hyperscan scan` run in a folder that holds a `hyperscan` package (a checkout of another
+    version, next to an installed hyperscan) starts its workers with the code it runs itself."""
+    shadow = tmp_path / "hyperscan"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("")
+    (shadow / "__main__.py").write_text("import sys\nprint('shadow', file=sys.stderr)\n")
+    monkeypatch.chdir(tmp_path)
+    (worker,) = start_workers("s", str(tmp_path / "none.journal"), 1, threads=1)
+    assert worker.wait(timeout=120) == 2  # the real worker: no such storage
+    err = capfd.readouterr().err
+    assert "shadow" not in err
+    assert "none.journal" in err
 
 
 def test_the_scan_supervisor_waits_out_a_storage_outage():
