@@ -11,6 +11,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from hyperscan._files import cache_root
 from hyperscan.cli._common import fail
 
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
@@ -56,16 +57,13 @@ def _keras_not_preloaded():
 
 def xla_cache_directory() -> Path:
     """Where compiled training loops are kept: ``$XDG_CACHE_HOME/hyperscan/xla/<machine>``
-    (default ``~/.cache``; a relative XDG_CACHE_HOME is ignored, per XDG, as for commondata:
-    it would put a cache in each working folder)."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    (``cache_root``)."""
     try:
         cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         cpuinfo = ""
     cpu = cpu_description(cpuinfo, f"{platform.machine()} {platform.processor()}")
-    return Path(base) / "hyperscan" / "xla" / machine_key(cpu)
+    return cache_root() / "xla" / machine_key(cpu)
 
 
 #: /proc/cpuinfo fields that name a CPU and its instruction sets: x86 (model name, flags) and

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from hyperscan._files import cache_root
 from hyperscan.runcard import real_datasets as meta
 from hyperscan.runcard.real_datasets import RealDataError
 
@@ -66,10 +67,8 @@ class CommonData:
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/hyperscan/commondata`` (a relative XDG_CACHE_HOME is ignored, per XDG)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".cache"
-    return root / "hyperscan" / "commondata"
+    """``$XDG_CACHE_HOME/hyperscan/commondata`` (``cache_root``)."""
+    return cache_root() / "commondata"
 
 
 def read_commondata(
