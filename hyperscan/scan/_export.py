@@ -44,8 +44,9 @@ def chosen_trial(setup: StudySetup, number: int) -> optuna.trial.FrozenTrial:
         held = f"trials 0 to {len(trials) - 1}" if trials else "no trials"
         raise ScanError(f"study {setup.study.study_name!r} has no trial {number} ({held})")
     if found.state not in (TrialState.COMPLETE, TrialState.PRUNED):
+        state = "failed" if found.state == TrialState.FAIL else f"is {found.state.name.lower()}"
         raise ScanError(
-            f"trial {number} of study {setup.study.study_name!r} is {found.state.name.lower()}: "
+            f"trial {number} of study {setup.study.study_name!r} {state}: "
             "only a complete, pruned or trashed trial has a runcard to export"
         )
     return found
@@ -93,6 +94,11 @@ def export_trial(
         return trial, export_text(runcard, trial.params, provenance)
     except RuncardError as error:  # trashed because its values break a rule together
         raise ScanError(f"trial {trial.number} has no valid fit runcard: {error}") from None
+    except ValueError as error:  # ended outside a worker (by hand, the dashboard) undrawn
+        raise ScanError(
+            f"trial {trial.number} of study {setup.study.study_name!r} has no fit runcard: "
+            f"{error} (it was ended without a worker drawing its values)"
+        ) from None
 
 
 def write_atomically(path: Path, text: str, force: bool = False) -> None:

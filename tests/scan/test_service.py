@@ -535,6 +535,27 @@ def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
     assert f"trial {running.number} of study 'diverge' is running: only a complete" in refused
 
 
+def test_export_refuses_a_trial_without_drawn_values_cleanly(tmp_path):
+    """A trial ended outside a worker (by hand, or through the dashboard) before it drew its
+    values has no runcard: pruned, it is refused with a message, not a traceback; a failed one
+    is said to have failed."""
+    url = str(tmp_path / "scan.journal")
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    study = load_study(open_storage(url), "s")
+    with warnings.catch_warnings():  # trials asked for by hand: no heartbeat
+        warnings.simplefilter("ignore", UserWarning)
+        undrawn, failed = study.ask(), study.ask()
+    study.tell(undrawn, state=TrialState.PRUNED)
+    study.tell(failed, state=TrialState.FAIL)
+    args = ("export", "--study", "s", "--storage", url, "-o", tmp_path / "t.yml", "--trial")
+    refused = assert_clean_failure(cli(*args, undrawn.number))
+    assert f"trial {undrawn.number} of study 's' has no fit runcard" in refused
+    assert "the parameters do not match the search space" in refused
+    refused = assert_clean_failure(cli(*args, failed.number))
+    assert f"trial {failed.number} of study 's' failed: only a complete" in refused
+    assert not (tmp_path / "t.yml").exists()
+
+
 # --------------------------------------------------------------------------- bad input
 
 
