@@ -15,7 +15,7 @@ from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.runcard import RuncardError
 from hyperscan.scan._local import counts_line
-from hyperscan.scan._space import export_text
+from hyperscan.scan._space import NotInSpace, export_text
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
 
@@ -94,7 +94,7 @@ def export_trial(
         return trial, export_text(runcard, trial.params, provenance)
     except RuncardError as error:  # trashed because its values break a rule together
         raise ScanError(f"trial {trial.number} has no valid fit runcard: {error}") from None
-    except ValueError as error:  # ended outside a worker (by hand, the dashboard) undrawn
+    except NotInSpace as error:  # ended outside a worker (by hand, the dashboard) undrawn
         raise ScanError(
             f"trial {trial.number} of study {setup.study.study_name!r} has no fit runcard: "
             f"{error} (it was ended without a worker drawing its values)"

@@ -30,7 +30,13 @@ from hyperscan.runcard import (
     with_settings,
 )
 
-__all__ = ["OPTIMIZER_KEYS", "export_text", "fixed_runcard", "suggest"]
+__all__ = ["OPTIMIZER_KEYS", "NotInSpace", "export_text", "fixed_runcard", "suggest"]
+
+
+class NotInSpace(ValueError):
+    """A trial's parameters are not a point of the runcard's space: another study's trial, or
+    one ended outside a worker before it drew its values."""
+
 
 #: Settings of an optimiser sub-space, each an Optuna parameter ``<optimizer>.<key>``.
 OPTIMIZER_KEYS: tuple[str, ...] = ("learning_rate", "clipnorm")
@@ -128,7 +134,7 @@ def _settings(runcard: ScanRuncard, params: Mapping[str, Any]) -> dict[str, Any]
     if unknown:
         problems.append("not in the space: " + ", ".join(unknown))
     if problems:
-        raise ValueError(
+        raise NotInSpace(
             "the parameters do not match the search space of the runcard: " + "; ".join(problems)
         )
     return settings
@@ -138,7 +144,7 @@ def fixed_runcard(runcard: ScanRuncard, params: Mapping[str, Any]) -> FitRuncard
     """The fit runcard of a trial: the base runcard with the trial's parameters applied.
 
     The trial fits replicas 1..``scan.replicas`` of each of ``scan.folds``. Raises
-    ``ValueError`` when ``params`` are not a point of this runcard's space (another study's
+    :class:`NotInSpace` when ``params`` are not a point of this runcard's space (another study's
     trial), and :class:`RuncardError` when the point makes an invalid fit runcard (a
     combination the load-time checks cannot exclude).
     """
