@@ -119,7 +119,8 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
         )
         click.echo(
             f"study {name!r} in {where}: budget changed from {creation.old_budget} to "
-            f"{card.scan.trials} trials (running workers take it after their trial){spent}"
+            f"{card.scan.trials} {'trial' if card.scan.trials == 1 else 'trials'} (running "
+            f"workers take it after their trial){spent}"
         )
     else:
         click.echo(f"study {name!r} exists with this runcard in {where}")

@@ -760,7 +760,7 @@ def _summary_rows(
         rows += [
             (
                 "each trial",
-                f"{scan.replicas} replicas"
+                f"{scan.replicas} {'replica' if scan.replicas == 1 else 'replicas'}"
                 + (f" × {len(scan.folds)} folds" if scan.folds else "")
                 + (
                     f", closure data {card.data.closure.size} (level {card.data.closure.level}), "

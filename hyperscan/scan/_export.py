@@ -68,14 +68,14 @@ def export_trial(
 ) -> tuple[optuna.trial.FrozenTrial, str]:
     """The best trial, or trial ``number``, and its fit runcard's text."""
     trial = best_trial(setup) if number is None else chosen_trial(setup, number)
-    objective = setup.runcard.scan.objective
+    objective, replicas = setup.runcard.scan.objective, setup.runcard.scan.replicas
     provenance = {
         "study": setup.study.study_name,
         "storage": setup.url,
         "trial": trial.number,
         "value": trial.value if trial.state == TrialState.COMPLETE else outcome(trial),
         "objective": f"{objective.statistic} of {objective.chi2} chi2 per point over "
-        f"{setup.runcard.scan.replicas} replicas"
+        f"{replicas} {'replica' if replicas == 1 else 'replicas'}"
         + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else ""),
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hyperscan": __version__,

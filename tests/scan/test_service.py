@@ -934,6 +934,7 @@ def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_pat
     study.add_trial(optuna.trial.create_trial(value=1.0))
     fewer = write_card(tmp_path / "fewer.yml", scan_card(scan={"trials": 1}))
     lowered = cli("study", "create", fewer, "--storage", url, "--name", "s")
+    assert "budget changed from 9 to 1 trial (running" in lowered.stdout
     assert lowered.stdout.endswith("; 1 trial has finished, so no worker takes another\n")
 
 
@@ -1025,6 +1026,7 @@ def test_export_then_fit_reproduces_the_trial_value(url, tmp_path, workers):
     assert header["study"] == "repro"
     assert int(header["trial"]) == trial.number
     assert float(header["value"]) == trial.value
+    assert header["objective"] == "mean of validation chi2 per point over 2 replicas"
     runcard = load_fit_runcard(best)
     assert runcard.training.threads == 1  # the worker's --threads
     assert runcard.replica_ids == (1, 2)
