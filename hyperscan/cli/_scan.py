@@ -145,6 +145,20 @@ def study_status(name: str, storage: str | None, grace_period: int) -> None:
     click.echo(status_text(setup))
 
 
+@study.command("list")
+@storage_option
+def study_list(storage: str | None) -> None:
+    """The studies in the storage: each one's trials by state, budget and best value."""
+    quiet_optuna()
+    from hyperscan.scan import open_storage, studies_text
+
+    try:
+        text = studies_text(open_storage(storage))
+    except _scan_errors() as error:
+        fail(str(error))
+    click.echo(text)
+
+
 @study.command("copy")
 @click.option(
     "--from",

@@ -20,7 +20,13 @@ from hyperscan.scan._local import (
 )
 from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
-from hyperscan.scan._status import finished_trials, retries, state_counts, status_text
+from hyperscan.scan._status import (
+    finished_trials,
+    retries,
+    state_counts,
+    status_text,
+    studies_text,
+)
 from hyperscan.scan._storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
@@ -106,6 +112,7 @@ __all__ = [
     "status_text",
     "storage_file",
     "storage_url",
+    "studies_text",
     "study_names",
     "study_problem",
     "suggest",

@@ -1,4 +1,5 @@
-"""What `hyperscan study status` prints: states, the best trial's replica spread, who runs what."""
+"""What `hyperscan study status` prints: states, the best trial's replica spread, who runs what;
+and `hyperscan study list`: every study of a storage in a line."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 import optuna
+from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.scan._storage import stale_trial_ids
-from hyperscan.scan._study import StudySetup
+from hyperscan.scan._storage import load_study, stale_trial_ids, storage_url, study_names
+from hyperscan.scan._study import StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 
 
@@ -39,6 +41,9 @@ LISTED = 10
 # Trials that count against the study budget; FAIL ones are retried, so they do not.
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
+#: The states as status and list name them, in this order.
+STATES = ("complete", "pruned", "trashed", "fail", "running", "waiting")
+
 
 def finished_trials(study: optuna.Study) -> int:
     """How much of the budget is spent."""
@@ -49,11 +54,10 @@ def status_text(setup: StudySetup) -> str:
     study = setup.study
     trials = study.get_trials(deepcopy=False)
     counts = state_counts(trials)
-    order = ("complete", "pruned", "trashed", "fail", "running", "waiting")
     lines = [
         f"study {study.study_name} ({setup.url})",
         "trials: "
-        + ", ".join(f"{counts.get(state, 0)} {state}" for state in order)
+        + ", ".join(f"{counts.get(state, 0)} {state}" for state in STATES)
         + f" (budget {setup.runcard.scan.trials} finished)",
     ]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
@@ -95,6 +99,29 @@ def status_text(setup: StudySetup) -> str:
                 for failed, (retry, lost) in retried[-LISTED:]
             )
         )
+    return "\n".join(lines)
+
+
+def studies_text(storage: BaseStorage) -> str:
+    """Each study of the storage in a line: its trials by state, budget and best value (a
+    cluster's database holds many; their names are what every other command asks for)."""
+    url = storage_url(storage)
+    names = study_names(storage)
+    if not names:
+        return f"no studies in {url}"
+    lines = [f"studies in {url}:"]
+    for name in names:
+        study = load_study(storage, name)
+        trials = study.get_trials(deepcopy=False)
+        counts = state_counts(trials)
+        states = ", ".join(f"{counts[state]} {state}" for state in STATES if counts[state])
+        budget = stored_budget(study)
+        finished = sum(trial.state in FINISHED for trial in trials)
+        spent = "no hyperscan runcard" if budget is None else f"{finished} of {budget} finished"
+        # hyperscan minimises; another program's study may not
+        values = [trial.value for trial in trials if trial.state == TrialState.COMPLETE]
+        best = f", best {min(values):.6g}" if values and budget is not None else ""
+        lines.append(f"  {name}: {states or 'no trials'} ({spent}){best}")
     return "\n".join(lines)
 
 

@@ -51,6 +51,7 @@ storage = build_study({journal!r}, "synthetic", states)
 for args in (
     ["study", "create", str(QUICKSTART), "--storage", storage, "--name", "synthetic"],
     ["study", "status", "--study", "synthetic", "--storage", storage],
+    ["study", "list", "--storage", storage],
     ["study", "copy", "--from", storage, "--to", {copy!r}, "--study", "synthetic"],
     ["export", "--study", "synthetic", "--storage", storage, "-o", {best!r}],
     ["report", "--study", "synthetic", "--storage", storage, "-o", {html!r}],

@@ -809,6 +809,7 @@ COMMANDS = {
     "study create": ["study", "create", "{runcard}"],
     "worker": ["worker", "--study", "s"],
     "study status": ["study", "status", "--study", "s"],
+    "study list": ["study", "list"],
     "export": ["export", "--study", "s", "-o", "{output}"],
     "scan": ["scan", "{runcard}", "--workers", "1", "-o", "{output}"],
 }
@@ -910,6 +911,35 @@ def test_a_study_stored_with_a_top_level_replica_count_still_resumes(url, tmp_pa
     new = cli("study", "create", old, "--storage", url, "--name", "new")
     assert "replicas: a scan fits 'scan.replicas'" in assert_clean_failure(new)
     assert study_names(open_storage(url)) == ["s"]
+
+
+def test_study_list_gives_each_study_of_the_storage_in_a_line(url, tmp_path):
+    """A cluster's database holds many studies: `study list` names each, with its trials by
+    state, how much of its budget is spent and its best value (a study another program made
+    has no budget, and its direction may not be hyperscan's, so no best either)."""
+    where = redact(resolve_url(url))
+    create(write_card(tmp_path / "gone.yml", TINY_SCAN), url, "gone")
+    optuna.delete_study(study_name="gone", storage=open_storage(url))
+    assert cli("study", "list", "--storage", url).stdout == f"no studies in {where}\n"
+
+    create(write_card(tmp_path / "a.yml", TINY_SCAN), url, "a")
+    create(write_card(tmp_path / "b.yml", scan_card(scan={"trials": 9})), url, "b")
+    study = load_study(open_storage(url), "a")
+    study.add_trial(optuna.trial.create_trial(value=2.5))
+    study.add_trial(optuna.trial.create_trial(value=1.25))
+    trashed = optuna.trial.create_trial(state=TrialState.PRUNED, user_attrs={"trashed": "why"})
+    study.add_trial(trashed)
+    other = optuna.create_study(storage=open_storage(url), study_name="o", direction="maximize")
+    other.add_trial(optuna.trial.create_trial(value=7.0))
+
+    listed = cli("study", "list", "--storage", url)
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout == (
+        f"studies in {where}:\n"
+        "  a: 2 complete, 1 trashed (3 of 4 finished), best 1.25\n"
+        "  b: no trials (0 of 9 finished)\n"
+        "  o: 1 complete (no hyperscan runcard)\n"
+    )
 
 
 def test_a_runcard_that_changes_only_the_budget_changes_the_study_s(url, tmp_path):
