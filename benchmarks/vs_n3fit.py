@@ -428,9 +428,13 @@ def main() -> None:
         compare_fits(args, work)
         if args.trials:
             compare_scans(args, work)
-    finally:
+    except BaseException:
+        # A failure's message points to the logs in the run folder: they must still be there.
         if args.keep is None:
-            shutil.rmtree(work, ignore_errors=True)
+            print(f"the run folder {work} is kept for its logs", file=sys.stderr)
+        raise
+    if args.keep is None:
+        shutil.rmtree(work, ignore_errors=True)
     print(f"\n(total {time.perf_counter() - started:.0f} s)")
 
 

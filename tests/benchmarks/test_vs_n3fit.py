@@ -64,3 +64,27 @@ def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path):
     ]
     assert card.training.threads == 1
     assert set(card.scan.space.optimizer) == {"nadam"}
+
+
+def test_a_failed_comparison_keeps_the_run_folder_its_message_points_to(
+    tmp_path, monkeypatch, capsys
+):
+    bench = _benchmark()
+    kit, peer, runs = tmp_path / "kit", tmp_path / "peer", tmp_path / "runs"
+    for folder in (kit, peer / "bin", runs):
+        folder.mkdir(parents=True)
+    (kit / "run.sh").touch()
+    (peer / "bin" / "n3fit").touch()  # installed: nothing to set up
+
+    def failing(args, work):
+        (work / "hs.log").write_text("what went wrong\n")
+        sys.exit(f"hyperscan fit ... failed (rc=1), see {work / 'hs.log'}")
+
+    monkeypatch.setattr(bench, "compare_fits", failing)
+    monkeypatch.setattr(bench.tempfile, "tempdir", str(runs))
+    monkeypatch.setattr(sys, "argv", ["vs_n3fit.py", "--kit", str(kit), "--peer", str(peer)])
+    with pytest.raises(SystemExit, match="see "):
+        bench.main()
+    (work,) = runs.iterdir()
+    assert (work / "hs.log").read_text() == "what went wrong\n"
+    assert f"the run folder {work} is kept" in capsys.readouterr().err
