@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from gpu_monitor import TARGET_SECONDS, GpuSampler
+from gpu_monitor import TARGET_SECONDS, GpuSampler, positive
 
 from hyperscan.cli._tensorflow import configure_tensorflow
 
@@ -38,9 +38,9 @@ def benchmark_card(replicas: int, epochs: int, steps_per_call: int, size: str = 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--replicas", type=int, default=100)
-    parser.add_argument("--epochs", type=int, default=1000)
-    parser.add_argument("--steps-per-call", type=int, default=250)
+    parser.add_argument("--replicas", type=positive, default=100)
+    parser.add_argument("--epochs", type=positive, default=1000)
+    parser.add_argument("--steps-per-call", type=positive, default=250)
     parser.add_argument("--device", default="gpu:0", help="gpu:N or cpu")
     args = parser.parse_args()
     try:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""What the GPU benchmarks share: the H200 target, and GPU utilisation over a run from
-``nvidia-smi`` sampled in the background.
+"""What the GPU benchmarks share: the H200 target, GPU utilisation over a run from
+``nvidia-smi`` sampled in the background, and their command lines' counts.
 
 Standard library and numpy only: gpu_fit.py (TensorFlow) and xla_bundle.py (no TensorFlow)
 both use it.
@@ -8,12 +8,25 @@ both use it.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 
 import numpy as np
 
 TARGET_SECONDS = 5.0  # issue #4: 100 replicas x 1000 epochs on an H200
+
+
+def positive(text: str) -> int:
+    """An argparse type for replicas, epochs and steps per call: 0 steps per call would loop
+    for ever, 0 epochs divide by zero, on a GPU node lent for minutes."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
 
 
 class GpuSampler:

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from gpu_monitor import TARGET_SECONDS, GpuSampler
+from gpu_monitor import TARGET_SECONDS, GpuSampler, positive
 
 MODULE, ARGUMENTS, REFERENCE, MANIFEST = (
     "loop.pb",
@@ -217,12 +217,12 @@ def main() -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     exporting = commands.add_parser("export", help="write the bundle (needs hyperscan)")
     exporting.add_argument("directory", type=Path)
-    exporting.add_argument("--replicas", type=int, default=100)
+    exporting.add_argument("--replicas", type=positive, default=100)
     exporting.add_argument("--size", default="nnpdf40", help="the closure problem")
     running = commands.add_parser("run", help="compile and time it (needs numpy and jaxlib)")
     running.add_argument("directory", type=Path)
-    running.add_argument("--epochs", type=int, default=1000)
-    running.add_argument("--steps-per-call", type=int, default=250)
+    running.add_argument("--epochs", type=positive, default=1000)
+    running.add_argument("--steps-per-call", type=positive, default=250)
     running.add_argument("--platform", choices=("gpu", "cpu"), help="default: JAX's first")
     args = parser.parse_args()
     if args.command == "export":

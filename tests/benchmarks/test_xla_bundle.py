@@ -62,3 +62,11 @@ def test_export_leaves_an_existing_folder_alone(bundle):
     assert exported.returncode != 0
     assert "exists" in exported.stderr
     assert sorted(path.name for path in bundle.iterdir()) == before
+
+
+@pytest.mark.parametrize(("option", "value"), [("--steps-per-call", "0"), ("--epochs", "-1")])
+def test_counts_that_are_not_positive_are_refused(tmp_path, option, value):
+    # 0 steps per call would loop for ever on the GPU node, 0 epochs divide by zero.
+    run = _script("run", str(tmp_path), option, value)
+    assert run.returncode == 2
+    assert f"argument {option}: {value} is not positive" in run.stderr
