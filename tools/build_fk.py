@@ -393,7 +393,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.setdefault("YADISM_LOG_LEVEL", str(logging.CRITICAL + 1))
         os.environ.setdefault("YADISM_SILENT_MODE", "1")  # no banner and progress output
     try:
-        load_dataset(args.dataset, args.kit)  # fail fast, before the heavy imports
+        # fail fast, before the heavy imports: the dataset, and yadism's observable for it
+        observables_card(load_dataset(args.dataset, args.kit))
         load_theory(args.kit)
         reference = args.kit / "fktables" / f"{args.dataset}.pineappl.lz4"
         if args.check and not reference.is_file():

@@ -390,3 +390,17 @@ def test_operator_card_disagreeing_with_the_expected_stops(kit: Path, tmp_path: 
     fakes(bad_nf=True)
     with pytest.raises(RuntimeError, match="mugrid"):
         bfk.build(CC_EM, kit, tmp_path / "out")
+
+
+def test_a_dataset_yadism_cannot_compute_is_refused_before_the_heavy_imports(kit: Path):
+    """Not after installing the theory extra (~3 GB) only to learn it was of no use."""
+    np.savez(
+        kit / "TOY_DY.npz",
+        kinematics=np.ones((2, 3)),
+        process_type=np.asarray("DY"),
+        observable=np.asarray("SIGMA"),
+    )
+    run = _run("TOY_DY", "--kit", str(kit), block=("yadism",))
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert "no yadism observable for process 'DY'" in run.stderr
