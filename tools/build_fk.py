@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from hyperscan._files import umask
 from hyperscan.data import STANDARD_XGRID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -326,9 +327,7 @@ def build(dataset: str, kit: Path, out: Path) -> tuple[Path, dict]:
                         assumptions=ASSUMPTIONS,
                         grid_path=grid_path,
                     )
-                umask = os.umask(0)
-                os.umask(umask)
-                os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it 0600
+                os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes it 0600
                 os.replace(tmp, target)
             finally:
                 if os.path.exists(tmp):
