@@ -107,11 +107,7 @@ def output_file_option(description: str):
 
 
 def quiet_optuna() -> None:
-    """Optuna logs every trial; hyperscan prints its own summaries.
-
-    Only `worker` and `fit` import TensorFlow: the other commands never fit, so they start in
-    a fraction of a second and take no GPU memory on a node where workers run.
-    """
+    """Optuna logs every trial; hyperscan prints its own summaries."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
