@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from hyperscan.cli._tensorflow import configure_tensorflow
-from hyperscan.runcard import load_fit_runcard
+from hyperscan.runcard import FitRuncard, load_fit_runcard
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-closure.yml"
 
@@ -71,7 +71,7 @@ def closure_estimators(
     }
 
 
-def fit_runcard(args: argparse.Namespace, seed: int):
+def fit_runcard(args: argparse.Namespace, seed: int) -> FitRuncard:
     """The runcard with the command line's overrides and level-1 seed ``seed``."""
     card = load_fit_runcard(args.runcard)
     real = card.data.real.model_copy(

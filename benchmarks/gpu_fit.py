@@ -14,13 +14,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from gpu_monitor import TARGET_SECONDS, GpuSampler, positive
 
 from hyperscan.cli._tensorflow import configure_tensorflow
 
+if TYPE_CHECKING:
+    from hyperscan.runcard import FitRuncard
 
-def benchmark_card(replicas: int, epochs: int, steps_per_call: int, size: str = "nnpdf40"):
+
+def benchmark_card(
+    replicas: int, epochs: int, steps_per_call: int, size: str = "nnpdf40"
+) -> FitRuncard:
     """The fit timed: a closure problem, float32, patience 1.0 so that every replica runs
     every epoch."""
     from hyperscan.runcard import FitRuncard

@@ -158,7 +158,9 @@ def n3fit_replicas(work: Path, card: Path) -> list[dict]:
     return replicas
 
 
-def exportgrid_on(grid_x: np.ndarray, x: np.ndarray, xf: np.ndarray, labels: list[str]):
+def exportgrid_on(
+    grid_x: np.ndarray, x: np.ndarray, xf: np.ndarray, labels: list[str]
+) -> np.ndarray:
     """n3fit's x·f (flavour basis, its nodes) → (n_grid, 14) FK evolution basis on grid_x."""
     columns = [labels.index(name) for name in PHYSICAL]
     physical = np.stack([_cubic_in_log_x(x, xf[:, c], grid_x) for c in columns], axis=1)

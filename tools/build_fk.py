@@ -39,6 +39,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import yaml
@@ -233,7 +234,7 @@ def test_pdf(pid: int, x: float, q2: float) -> float:
 # --- the pipeline (needs the theory extra) ----------------------------------------------------
 
 
-def import_theory():
+def import_theory() -> tuple[ModuleType, ...]:
     """Import the theory stack; UsageError naming the pip command when it is missing."""
     try:
         import eko

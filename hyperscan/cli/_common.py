@@ -6,10 +6,14 @@ import math
 import os
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
+
+#: What click.option returns: a decorator of a command's function.
+OptionDecorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 USAGE_ERROR = 2
 #: Exit status of a command stopped by a signal (128 + SIGINT, as shells report it), after
@@ -33,7 +37,9 @@ class Seconds(click.FloatRange):
     def __init__(self) -> None:
         super().__init__(min=0)
 
-    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None):
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         seconds = super().convert(value, param, ctx)
         if math.isnan(seconds):
             self.fail(f"{value!r} is not a number of seconds", param, ctx)
@@ -52,7 +58,7 @@ storage_option = click.option(
 study_option = click.option("--study", "name", required=True, help="Study name.")
 
 
-def grace_period_option(help: str):
+def grace_period_option(help: str) -> OptionDecorator:
     """Workers, and the commands that judge their trials, read the grace period alike."""
     return click.option(
         "--grace-period",
@@ -94,7 +100,7 @@ def folder_path(
     return Path(value)
 
 
-def output_file_option(description: str):
+def output_file_option(description: str) -> OptionDecorator:
     """``-o/--output FILE``, required: the file a command writes."""
     return click.option(
         "-o",

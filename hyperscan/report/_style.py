@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import io
 import math
+from contextlib import AbstractContextManager
 
 import numpy as np
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 
 DPI = 110
@@ -48,7 +50,7 @@ _RC = {
 }
 
 
-def style():
+def style() -> AbstractContextManager[None]:
     """Context for building figures: the report's rc settings (read as artists are created)."""
     import matplotlib
 
@@ -90,7 +92,7 @@ def _log_label(value: float, _position: object = None) -> str:
     return f"${mantissa:g}\\times10^{{{exponent}}}$"
 
 
-def log_axis(axis, low: float, high: float) -> None:
+def log_axis(axis: Axis, low: float, high: float) -> None:
     """A log scale labelled at 1, 2, 5 x 10^k over up to two decades, at 10^k beyond.
 
     Matplotlib labels minor ticks of short log ranges itself, and its labels then overlap.
