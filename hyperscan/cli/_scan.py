@@ -1,4 +1,4 @@
-"""Scan commands: study create|status|copy, worker, export, dashboard, scan."""
+"""Scan commands: study create|status|list|copy, worker, export, dashboard, scan."""
 
 from __future__ import annotations
 
