@@ -33,7 +33,7 @@ from hyperscan.scan import open_storage
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 STUDY = "dis-scan"
-START_TIMEOUT_S = 90.0  # the command imports TensorFlow before it serves
+START_TIMEOUT_S = 90.0  # generous: Optuna and the dashboard import first, on a loaded VM
 
 DISTRIBUTIONS = {
     "optimizer": CategoricalDistribution(["adam", "nadam"]),
