@@ -452,16 +452,27 @@ def closure_problem(size: str = "small", level: int = 0, seed: int = 0) -> Probl
     problem = _build(size)
     if level == 0:
         return problem
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    eta = np.random.default_rng(int(seed)).standard_normal(problem.n_data)
-    shift = np.zeros(problem.n_data)
-    for b in problem.blocks():
-        lower = _cholesky_fixed_order(np.asarray(problem.covmat[b, b]))
-        shift[b] = (lower * eta[b][None, :]).sum(axis=1)
-    central = problem.central + shift
+    return with_closure_data(problem, problem.truth, level, seed)
+
+
+def with_closure_data(problem: Problem, truth: np.ndarray, level: int, seed: int) -> Problem:
+    """``problem`` with ``truth`` (N,) as its truth and closure data as its central values.
+
+    Level 0: the truth itself; level 1: truth + L eta, eta ~ N(0, 1) from
+    ``np.random.default_rng(seed)``, L the Cholesky factor of covmat. Shared by the built-in
+    and the real-table closure tests, so that one seed fluctuates both the same way; the
+    factor is computed in a fixed order, so the data have the same bytes on every machine.
+    """
+    central = np.array(truth, dtype=np.float64)
+    if level == 1:
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        eta = np.random.default_rng(int(seed)).standard_normal(problem.n_data)
+        for b in problem.blocks():
+            lower = _cholesky_fixed_order(np.asarray(problem.covmat[b, b]))
+            central[b] = central[b] + (lower * eta[b][None, :]).sum(axis=1)
     datasets = tuple(
         replace(d, central=central[s])
         for d, s in zip(problem.datasets, problem.dataset_slices(), strict=True)
     )
-    return Problem(datasets, problem.covmat, problem.positivity, problem.truth, problem.systematics)
+    return Problem(datasets, problem.covmat, problem.positivity, truth, problem.systematics)

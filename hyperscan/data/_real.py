@@ -37,7 +37,7 @@ from hyperscan.runcard.real_datasets import (
     variant_text,
 )
 
-from ._closure import _cholesky_fixed_order, _fixed_order_contract, _outer_sum, _toy_fk_basis
+from ._closure import _fixed_order_contract, _outer_sum, _toy_fk_basis, with_closure_data
 from ._commondata import CommonData, read_commondata
 from ._flavours import FK_BASIS
 from ._problem import Dataset, Problem
@@ -314,14 +314,4 @@ def real_problem(
         return problem
     # closure test on the real tables: data = toy predictions (+ one fluctuation)
     truth = np.concatenate([toys[[d.name for d in loaded].index(n)] for n in problem.names])
-    central = truth.copy()
-    if closure_level == 1:
-        eta = np.random.default_rng(int(closure_seed)).standard_normal(problem.n_data)
-        for b in problem.blocks():
-            lower = _cholesky_fixed_order(np.asarray(problem.covmat[b, b]))
-            central[b] = central[b] + (lower * eta[b][None, :]).sum(axis=1)
-    new = tuple(
-        replace(d, central=central[s])
-        for d, s in zip(problem.datasets, problem.dataset_slices(), strict=True)
-    )
-    return Problem(new, problem.covmat, (), truth, problem.systematics)
+    return with_closure_data(problem, truth, closure_level, closure_seed)
