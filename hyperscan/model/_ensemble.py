@@ -159,10 +159,18 @@ class EnsembleModel:
 
     def _normalised_pdf(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
         """x·f in the fitted basis on the union grid: (M, P, 8)."""
-        raw = forward(params, self._features, self.activations) * self._preprocessing
-        n_grid = self.xgrid.size
-        norm = self._sum_rule_factors(raw[:, n_grid:, :])
-        return raw[:, :n_grid, :] * norm[:, None, :]
+        return self._normalised(params, self._features, self._preprocessing, self.xgrid.size)
+
+    def _normalised(
+        self, params: Sequence[tf.Tensor], features: tf.Tensor, prep: tf.Tensor, n_x: int
+    ) -> tf.Tensor:
+        """x·f at the first n_x of the points of ``features`` (n_x + I, 2) and ``prep``
+        (M, n_x + I, 8), normalised by the sum rules on the I quadrature nodes after them:
+        (M, n_x, 8). One function for training and output, so the exported PDF is the
+        trained one."""
+        raw = forward(params, features, self.activations) * prep
+        norm = self._sum_rule_factors(raw[:, n_x:, :])
+        return raw[:, :n_x, :] * norm[:, None, :]
 
     def _sum_rule_factors(self, xf_nodes: tf.Tensor) -> tf.Tensor:
         """x·f on the quadrature nodes (M, I, 8) → normalisation factors (M, 8)."""
@@ -220,7 +228,6 @@ class EnsembleModel:
     def pdf(self, params: Sequence[tf.Tensor], x: np.ndarray) -> np.ndarray:
         """Normalised x·f in the fitted basis at any x: (M, n_x, 8), as numpy."""
         x_all = np.concatenate([x, self._quadrature.x])
+        features = self._constant(network_features(x_all))
         prep = self._constant(preprocessing(x_all, self.alpha, self.beta))
-        raw = forward(params, self._constant(network_features(x_all)), self.activations) * prep
-        norm = self._sum_rule_factors(raw[:, x.size :, :])
-        return (raw[:, : x.size, :] * norm[:, None, :]).numpy()
+        return self._normalised(params, features, prep, x.size).numpy()
