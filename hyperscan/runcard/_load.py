@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
-from ._schema import RULE_ERROR, UNION_ERROR, FitRuncard
+from ._schema import RULE_ERROR, UNION_ERROR, FitRuncard, _number
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -280,15 +280,6 @@ def _resolve(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, Any, Any
         i += 1
     leaf, _ = _unwrap(tp) if tp is not None else (None, [])
     return path, leaf, parent
-
-
-def _number(value: Any) -> str:
-    """A number as a user would write it: 0 rather than 0.0, 1e-06 as repr gives it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(value) if isinstance(value, float) else str(value)
 
 
 def _describe(value: Any) -> str:

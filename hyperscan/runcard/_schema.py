@@ -65,9 +65,13 @@ def fail_at(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None
         raise ValidationError.from_exception_data("runcard", details)
 
 
-def _num(value: float) -> str:
-    """A float as written in a runcard: 10 rather than 10.0."""
-    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+def _number(value: Any) -> str:
+    """A number as a user would write it: 0 rather than 0.0, 1e-06 as repr gives it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value) if isinstance(value, float) else str(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,7 +440,7 @@ class PositivitySection(_Section):
             raise rule_error("set one of 'max' or 'multiplier'; both are null")
         if self.max is not None and self.max < self.initial:
             raise rule_error(
-                f"must be >= initial ({_num(self.initial)}), got {_num(self.max)}: "
+                f"must be >= initial ({_number(self.initial)}), got {_number(self.max)}: "
                 "lambda only grows",
                 "max",
             )
@@ -454,7 +458,9 @@ class FlavourPreprocessing(_Section):
     def _ordered(cls, value: tuple[float, ...]) -> tuple[float, ...]:
         lo, hi = value
         if lo > hi:
-            raise rule_error(f"expected [lo, hi] with lo <= hi, got lo {_num(lo)} > hi {_num(hi)}")
+            raise rule_error(
+                f"expected [lo, hi] with lo <= hi, got lo {_number(lo)} > hi {_number(hi)}"
+            )
         return value
 
 
@@ -568,9 +574,11 @@ class FitRuncard(_Section):
         problems = []
         for loc, value in values.items():
             if value is not None and value > largest:
-                problems.append((loc, f"{_num(value)} is beyond {where}: at most {largest:.3g}"))
+                problems.append((loc, f"{_number(value)} is beyond {where}: at most {largest:.3g}"))
             elif value and value < smallest:
-                problems.append((loc, f"{_num(value)} is below {where}: at least {smallest:.3g}"))
+                problems.append(
+                    (loc, f"{_number(value)} is below {where}: at least {smallest:.3g}")
+                )
         if positivity.multiplier is not None:
             updates = self.epochs // LAMBDA_UPDATE_INTERVAL
             growth = math.log10(positivity.initial) + updates * math.log10(positivity.multiplier)
