@@ -8,7 +8,7 @@ from hyperscan.model._ensemble import (
     Observables,
     preprocessing,
 )
-from hyperscan.model._network import ACTIVATIONS, initial_weights, layer_sizes
+from hyperscan.model._network import ACTIVATIONS, initial_weights
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "Observables",
     "Quadrature",
     "initial_weights",
-    "layer_sizes",
     "preprocessing",
     "sum_rule_quadrature",
 ]
