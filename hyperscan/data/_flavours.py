@@ -253,7 +253,8 @@ def toy_pdf(x: np.ndarray, *, normalise: bool = True) -> np.ndarray:
     With ``normalise=True`` (default) the uv, dv and gluon constants are rescaled so that the
     valence (int V = 3, int V3 = 1, int V8 = 3) and momentum (int x(Sigma + g) = 1) sum rules hold
     to rounding; ``normalise=False`` keeps the published constants (5.1072, 3.06432, 1.7), the
-    convention of ``toy_prediction`` in the real-data npz files (they differ by < 1e-7).
+    convention of the ``toy_prediction`` arrays in the real-data kit's npz files (they differ
+    by < 1e-7); the shipped tables' :meth:`RealDataset.toy_prediction` uses the default.
     """
     physical = _toy_physical(x, normalise=normalise)
     evolution9 = _rotate_fixed_order(_physical_to_evolution(), physical)

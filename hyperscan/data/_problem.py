@@ -237,7 +237,8 @@ class Problem:
     covmat (N, N) is over the datasets concatenated in order (N = sum of n_data). Datasets
     correlated with each other (nonzero cross-covariance) are moved next to each other at
     construction time, keeping the first-appearance order otherwise, so that covariance blocks
-    are contiguous. truth (N,) is the closure-test truth (FK x toy PDF) or None for real data.
+    are contiguous. truth (N,) is the closure-test truth (FK x toy PDF), on the built-in or the
+    real tables, or None when the data are measured.
 
     systematics (N, K), optional: absolute correlated systematics with
     ``covmat == diag(uncorrelated_variance) + systematics @ systematics.T`` (to rounding), so a
