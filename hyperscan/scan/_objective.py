@@ -74,9 +74,12 @@ class Objective:
             trial.set_user_attr(TRASHED_ATTR, reason)
             raise optuna.TrialPruned(f"trashed: {reason}") from None
         monitor = _Monitor(self, trial)
-        if not self.stop.is_set():
-            result = run_fit(card, problem=self.problem, on_sync=monitor)
-        if self.stop.is_set():
+        result = (
+            None if self.stop.is_set() else run_fit(card, problem=self.problem, on_sync=monitor)
+        )
+        # A stop at the fit's last sync, or after it (while its results were computed), cut
+        # nothing short: the trial is recorded, not thrown away and fitted again elsewhere.
+        if result is None or (monitor.stopped and result.interrupted):
             trial.study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
             trial.set_user_attr(REQUEUED_ATTR, True)
             raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
@@ -168,10 +171,12 @@ class _Monitor:
         self.trial = trial
         self.syncs = 0
         self.pruned = False
+        self.stopped = False  # the worker's stop ended the fit
 
     def __call__(self, report: SyncReport) -> bool:
         self.syncs += 1
         if self.objective.stop.is_set():
+            self.stopped = True
             return True
         diverged = int((report.status == DIVERGED).sum())
         if diverged > self.objective.runcard.scan.divergence.max_diverged:

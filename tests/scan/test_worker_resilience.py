@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import threading
 import time
 import warnings
 
@@ -18,16 +19,20 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hyperscan.cli import main
+from hyperscan.data import load_problem
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
+    Objective,
     ScanError,
     StorageError,
+    WorkerStopping,
     _objective,
     _worker,
     create_study,
     load_study,
     open_storage,
     open_study,
+    requeued,
     retries,
     run_worker,
     status_text,
@@ -72,6 +77,39 @@ def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
     assert states[0] == TrialState.FAIL
     assert states.count(TrialState.COMPLETE) == 3
     assert optuna.trial.TrialState.RUNNING not in states
+
+
+@pytest.mark.parametrize(
+    ("when", "kept"), [("mid-fit", False), ("last sync", True), ("after the fit", True)]
+)
+def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, when, kept):
+    """A signal that reaches the worker at the fit's last sync, or while a finished fit's
+    results are computed, cut nothing short: the trial is recorded, not fitted again."""
+    runcard = scan_runcard_from_dict(TINY_SCAN)
+    stop = threading.Event()
+    real_fit = _objective.run_fit
+
+    def signalled_fit(card, *, on_sync, **kwargs):
+        def sync(report):
+            if when == "mid-fit" or (when == "last sync" and report.step >= card.epochs):
+                stop.set()
+            return on_sync(report)
+
+        result = real_fit(card, on_sync=sync, **kwargs)
+        stop.set()
+        return result
+
+    monkeypatch.setattr(_objective, "run_fit", signalled_fit)
+    study = optuna.create_study()
+    objective = Objective(runcard, load_problem(runcard), stop)
+    study.optimize(objective, n_trials=1, catch=(WorkerStopping,))
+    trial = study.trials[0]
+    if kept:
+        assert trial.state == TrialState.COMPLETE and not requeued(trial)
+        assert len(study.trials) == 1
+    else:
+        assert trial.state == TrialState.FAIL and requeued(trial)
+        assert study.trials[1].state == TrialState.WAITING
 
 
 def _storage(path, **heartbeat):
