@@ -7,8 +7,8 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 import numpy as np
@@ -200,10 +200,7 @@ def run_worker(
             study.stop()
 
     started = time.monotonic()
-    quiet = _QuietStops()
-    optuna_log = logging.getLogger("optuna.study._optimize")
-    optuna_log.addFilter(quiet)
-    with stop_on_signals(stop):
+    with stop_on_signals(stop), _quiet_stops():
         while not stop.is_set():
             try:
                 study.optimize(
@@ -246,9 +243,22 @@ def run_worker(
                     with suppress(Exception):  # the storage still away: the grace period will do
                         requeue_cut_short(study, objective.last_trial_id)
                         objective.last_trial_id = None
-    optuna_log.removeFilter(quiet)
     with explained_storage_errors(storage):
         return _report(done, stop.is_set(), study, budget, walltime, requeued)
+
+
+@contextmanager
+def _quiet_stops() -> Iterator[None]:
+    """Optuna's log of a trial without the lines of :class:`_QuietStops`, until the worker's
+    loop ends, however it ends: a filter left behind would hide the lines of another study's
+    trials that share the numbers of this one's."""
+    optuna_log = logging.getLogger("optuna.study._optimize")
+    quiet = _QuietStops()
+    optuna_log.addFilter(quiet)
+    try:
+        yield
+    finally:
+        optuna_log.removeFilter(quiet)
 
 
 class _QuietStops(logging.Filter):

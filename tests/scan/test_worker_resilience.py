@@ -112,6 +112,23 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
         assert study.trials[1].state == TrialState.WAITING
 
 
+def test_a_worker_ended_by_an_error_leaves_optuna_s_log_as_it_was(tmp_path, monkeypatch):
+    """The worker's filter of Optuna's trial lines goes with the worker, even when an error
+    ends it: left behind, it would hide another study's lines for the same trial numbers."""
+    storage = open_storage(str(tmp_path / "study.journal"), create=True)
+    create_study(scan_runcard_from_dict(TINY_SCAN), storage, "bug")
+    optuna_log = logging.getLogger("optuna.study._optimize")
+    before = list(optuna_log.filters)
+
+    def bug(*args, **kwargs):
+        raise RuntimeError("a bug in the fit")
+
+    monkeypatch.setattr(_objective, "run_fit", bug)
+    with pytest.raises(RuntimeError, match="a bug in the fit"):
+        run_worker("bug", open_storage(str(tmp_path / "study.journal")))
+    assert optuna_log.filters == before
+
+
 def _storage(path, **heartbeat):
     return open_storage(str(path), heartbeat_interval=1, grace_period=2, **heartbeat)
 
