@@ -20,7 +20,13 @@ from hyperscan.runcard import (
     joint_space_problems,
     parse_scan_runcard,
 )
-from hyperscan.scan._storage import load_study, storage_url, study_names
+from hyperscan.scan._storage import (
+    _errors_described,
+    describe_error,
+    load_study,
+    storage_url,
+    study_names,
+)
 
 RUNCARD_ATTR = "hyperscan:runcard"
 FINGERPRINT_ATTR = "hyperscan:data_fingerprint"
@@ -169,24 +175,30 @@ def create_study(
     """
     problem = problem if problem is not None else checked_data(runcard, source)
     text = dump_runcard(runcard)
+    url = storage_url(storage)
     if name not in study_names(storage):
         check_new_study(runcard, source)
         try:
             study = optuna.create_study(storage=storage, study_name=name, direction=DIRECTION)
         except optuna.exceptions.DuplicatedStudyError:
             pass  # another process created it a moment ago: compare below
+        except Exception as error:  # e.g. a database user that may read but not write
+            raise describe_error(error, url) from error
         else:
-            study.set_user_attr(RUNCARD_ATTR, text)
-            study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
-            study.set_user_attr(VERSION_ATTR, __version__)
-            study.set_user_attr(ENGINE_ATTR, ENGINE)
+            with _errors_described(url):
+                study.set_user_attr(RUNCARD_ATTR, text)
+                study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
+                study.set_user_attr(VERSION_ATTR, __version__)
+                study.set_user_attr(ENGINE_ATTR, ENGINE)
             return study, Creation(created=True)
     study = load_study(storage, name)
-    stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
+    with _errors_described(url):
+        stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
     if stored == runcard:
         return study, Creation(created=False)
     if stored is not None and _with_budget(stored, runcard.scan.trials) == runcard:
-        study.set_user_attr(RUNCARD_ATTR, text)
+        with _errors_described(url):
+            study.set_user_attr(RUNCARD_ATTR, text)
         return study, Creation(created=False, old_budget=stored.scan.trials)
     raise ScanError(
         f"study {name!r} in {storage_url(storage)} exists with a different runcard "

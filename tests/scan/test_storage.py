@@ -29,6 +29,8 @@ from optuna.storages import RDBStorage, fail_stale_trials
 from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import TrialState
 
+from hyperscan.runcard import scan_runcard_from_dict
+from hyperscan.scan import create_study
 from hyperscan.scan._storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
@@ -43,6 +45,12 @@ from hyperscan.scan._storage import (
 )
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+TINY_SCAN = {
+    "data": {"closure": {"size": "tiny"}},
+    "architecture": {"nodes": [4], "activations": ["tanh"]},
+    "scan": {"space": {"parameters": {"optimizer.learning_rate": {"low": 1e-3, "high": 1e-2}}}},
+}
 
 # A worker whose trial never ends, to be killed with SIGKILL.
 SLEEPER = """
@@ -455,6 +463,29 @@ def test_connection_limit_is_explained(postgres_url):
             open_storage(url.render_as_string(hide_password=False), create=True)
     finally:
         with admin.cursor() as cursor:
+            cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
+        admin.close()
+
+
+def test_a_user_who_may_only_read_is_told_so_by_study_create(postgres_url):
+    """A study's first write refused by the server is a StorageError naming the privilege,
+    not Optuna's "invalid data in the commit" traceback."""
+    open_storage(postgres_url, create=True)  # the schema, as its owner
+    role = f"hyperscan_reader_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(postgres_url.replace("+psycopg2", ""))
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f'CREATE ROLE "{role}" LOGIN')
+            cursor.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+        url = sqlalchemy.engine.make_url(postgres_url).set(username=role)
+        reader = open_storage(url.render_as_string(hide_password=False))
+        with pytest.raises(StorageError, match="lacks a privilege: permission denied"):
+            create_study(scan_runcard_from_dict(TINY_SCAN), reader, "s")
+        reader.engine.dispose()
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f'DROP OWNED BY "{role}"')
             cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
         admin.close()
 
