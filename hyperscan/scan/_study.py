@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,11 +186,18 @@ def create_study(
         except Exception as error:  # e.g. a database user that may read but not write
             raise describe_error(error, url) from error
         else:
-            with _errors_described(url):
-                study.set_user_attr(RUNCARD_ATTR, text)
-                study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
-                study.set_user_attr(VERSION_ATTR, __version__)
-                study.set_user_attr(ENGINE_ATTR, ENGINE)
+            try:
+                with _errors_described(url):
+                    study.set_user_attr(RUNCARD_ATTR, text)
+                    study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
+                    study.set_user_attr(VERSION_ATTR, __version__)
+                    study.set_user_attr(ENGINE_ATTR, ENGINE)
+            except BaseException:
+                # Left without its runcard (a failed write, Ctrl-C), the study would hold the
+                # name for good: no command opens it, and creating it again is refused.
+                with suppress(Exception):
+                    optuna.delete_study(study_name=name, storage=storage)
+                raise
             return study, Creation(created=True)
     study = load_study(storage, name)
     with _errors_described(url):

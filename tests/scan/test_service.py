@@ -11,6 +11,7 @@ except where a trial must last long enough to be interrupted.
 from __future__ import annotations
 
 import copy
+import errno
 import json
 import math
 import os
@@ -35,9 +36,11 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import _scan as _scan_cli
 from hyperscan.cli import main
-from hyperscan.runcard import FitRuncard, load_fit_runcard
+from hyperscan.runcard import FitRuncard, load_fit_runcard, scan_runcard_from_dict
 from hyperscan.scan import (
     STORAGE_ENV,
+    StorageError,
+    create_study,
     load_study,
     open_storage,
     redact,
@@ -977,6 +980,35 @@ def test_same_runcard_again_is_a_no_op(url, tmp_path):
     # where: a study made somewhere unexpected shows at once
     assert f"study 's' exists with this runcard in {redact(resolve_url(url))}" in again.stdout
     assert snapshot(url) == before
+
+
+@pytest.mark.parametrize(
+    ("interruption", "raised"),
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), StorageError),
+        (KeyboardInterrupt(), KeyboardInterrupt),
+    ],
+)
+def test_a_study_whose_creation_is_cut_short_is_not_left_behind(url, interruption, raised):
+    """A study created but not given its runcard (a failed write, Ctrl-C) is removed: left,
+    it would hold its name with a study no command opens or creates again."""
+    storage = open_storage(url, create=True)
+    write = storage.set_study_user_attr
+    calls = []
+
+    def cut_short(study_id, key, value):
+        calls.append(key)
+        if len(calls) == 2:  # the runcard written, the fingerprint not
+            raise interruption
+        return write(study_id, key, value)
+
+    runcard = scan_runcard_from_dict(TINY_SCAN)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(storage, "set_study_user_attr", cut_short)
+        with pytest.raises(raised):
+            create_study(runcard, storage, "s")
+    assert "s" not in study_names(storage)
+    assert create_study(runcard, storage, "s")[1].created
 
 
 def test_a_study_of_an_earlier_version_is_the_same_study(url, tmp_path):
