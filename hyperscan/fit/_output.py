@@ -14,7 +14,7 @@ import numpy as np
 from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
-from hyperscan.fit._fit import FitResult
+from hyperscan.fit._fit import DIVERGED_STATUS, OK, POSITIVITY_VETO, FitResult
 
 RESULTS_FILE = "results.json"
 PDF_FILE = "pdfs.npz"
@@ -139,11 +139,12 @@ def summary(result: FitResult) -> str:
     """A few lines for a person: counts by status and χ² per point across members."""
     lines = [
         f"{result.n_members} members, {result.steps} steps in {result.seconds:.1f} s: "
-        f"{result.count('ok')} ok, {result.count('pos-veto')} pos-veto, "
-        f"{result.count('diverged')} diverged" + (" (interrupted)" if result.interrupted else ""),
+        f"{result.count(OK)} ok, {result.count(POSITIVITY_VETO)} pos-veto, "
+        f"{result.count(DIVERGED_STATUS)} diverged"
+        + (" (interrupted)" if result.interrupted else ""),
     ]
     lines += _folds_lines(result)
-    ok = np.array([s == "ok" for s in result.status])
+    ok = np.array([s == OK for s in result.status])
     if not ok.any():
         lines.append("no member ended ok, so no chi2 summary (results.json has each member's)")
         return "\n".join(lines)

@@ -143,8 +143,8 @@ class Objective:
             "fit",
             {
                 "members": result.n_members,
-                "diverged": result.count("diverged"),
-                "pos_veto": result.count("pos-veto"),
+                "diverged": result.count(DIVERGED_STATUS),
+                "pos_veto": result.count(POSITIVITY_VETO),
                 # starts past divergence.max_loss that were redrawn (fit/_fit.py usable_starts)
                 "redrawn_starts": int(result.redraws.sum()) if result.redraws is not None else 0,
                 # Quantiles, not the list: the dashboard cuts attributes at 1,024 characters.
