@@ -183,14 +183,16 @@ def usable_starts(
     params: Sequence[np.ndarray],
     settings: TrainerSettings,
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Initial weights with every member's starting loss finite and below ``max_loss``.
+    """Initial weights with every member's starting loss finite and below ``max_loss``, as
+    far as MAX_REDRAWS new starts get there.
 
     About one random start in a hundred puts a PDF so far from the data that the loss at step
     0 already exceeds ``divergence.max_loss``: that member would count as diverged before
     training and trash a scan trial for an unlucky draw, not for its hyperparameters. Such a
     member is given a new start from its own seeded stream (``redrawn_weights``), up to
     MAX_REDRAWS times; members are judged one by one, so a member gets the same start alone
-    or batched. Returns the weights and how many redraws each member took.
+    or batched. A member whose last redraw is still past the limit keeps it, and diverges at
+    its first step. Returns the weights and how many redraws each member took.
     """
     params = [np.array(p) for p in params]
     redraws = np.zeros(len(specs), dtype=np.int64)

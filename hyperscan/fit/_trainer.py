@@ -64,7 +64,7 @@ class SyncReport:
 class TrainingOutcome:
     params: list[np.ndarray]  # best weights restored, (M, ...) each
     status: np.ndarray  # (M,)
-    best_step: np.ndarray  # (M,) -1 where no step passed positivity
+    best_step: np.ndarray  # (M,) -1 where no step passed positivity and the χ² threshold
     stop_step: np.ndarray  # (M,) step at which the member stopped or diverged, -1 if it ran out
     divergence: np.ndarray  # (M,) key of DIVERGENCE_REASONS, 0 when the member did not diverge
     steps: int  # steps run in total
