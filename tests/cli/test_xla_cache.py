@@ -45,11 +45,18 @@ def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path, monkey
     assert cache.parent == tmp_path / "cache" / "hyperscan" / "xla"
 
     first = _fit(runcard, tmp_path / "first", env)
-    entries = sorted(p.name for p in cache.iterdir())
+    entries = _entries(cache)
     assert entries, "the first fit left no compiled program in the cache"
     second = _fit(runcard, tmp_path / "second", env)
-    assert sorted(p.name for p in cache.iterdir()) == entries  # a hit: nothing new compiled
+    # A hit: nothing compiled, so nothing written. A recompiled loop would be saved again under
+    # the same name (a new file renamed into place), which the names alone would not show.
+    assert _entries(cache) == entries
     assert second == first
+
+
+def _entries(cache) -> dict[str, tuple[int, int]]:
+    """Each cached file's name, inode and modification time."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.iterdir()}
 
 
 def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
