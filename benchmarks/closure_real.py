@@ -204,7 +204,8 @@ def main() -> None:
         print(json.dumps({k: v for k, v in fits[-1].items() if k != "per_dataset"}), flush=True)
     summary = {"settings": settings, "combined": combine(fits), "fits": fits}
     print(json.dumps(summary["combined"], indent=2))
-    if args.output:
+    if args.output:  # after minutes of fits: a missing folder is made, not a traceback
+        args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(summary, indent=2) + "\n")
 
 
