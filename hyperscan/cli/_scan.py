@@ -133,16 +133,17 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 def study_status(name: str, storage: str | None, grace_period: int) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
     quiet_optuna()
-    from hyperscan.scan import open_storage, open_study, status_text
+    from hyperscan.scan import explained_storage_errors, open_storage, open_study, status_text
 
     try:
         # A reader sends no heartbeat: its interval only has to stay below the grace period.
-        setup = open_study(
-            open_storage(storage, heartbeat_interval=1, grace_period=grace_period), name
-        )
+        handle = open_storage(storage, heartbeat_interval=1, grace_period=grace_period)
+        setup = open_study(handle, name)
+        with explained_storage_errors(handle):
+            text = status_text(setup)
     except _scan_errors() as error:
         fail(str(error))
-    click.echo(status_text(setup))
+    click.echo(text)
 
 
 @study.command("list")
@@ -150,10 +151,12 @@ def study_status(name: str, storage: str | None, grace_period: int) -> None:
 def study_list(storage: str | None) -> None:
     """The studies in the storage: each one's trials by state, budget and best value."""
     quiet_optuna()
-    from hyperscan.scan import open_storage, studies_text
+    from hyperscan.scan import explained_storage_errors, open_storage, studies_text
 
     try:
-        text = studies_text(open_storage(storage))
+        handle = open_storage(storage)
+        with explained_storage_errors(handle):
+            text = studies_text(handle)
     except _scan_errors() as error:
         fail(str(error))
     click.echo(text)
@@ -407,10 +410,20 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     check_not_an_input(output, storage)
     check_target(output, force)
     quiet_optuna()
-    from hyperscan.scan import export_trial, open_storage, open_study, outcome, write_atomically
+    from hyperscan.scan import (
+        explained_storage_errors,
+        export_trial,
+        open_storage,
+        open_study,
+        outcome,
+        write_atomically,
+    )
 
     try:
-        trial, text = export_trial(open_study(open_storage(storage), name), number)
+        handle = open_storage(storage)
+        setup = open_study(handle, name)
+        with explained_storage_errors(handle):
+            trial, text = export_trial(setup, number)
         write_atomically(output, text, force=force)
     except _scan_errors() as error:
         fail(str(error))

@@ -7,8 +7,11 @@ own (one small sidecar file per running trial, not journal writes), and a killed
 is failed and re-queued exactly as with PostgreSQL. On PostgreSQL the schema is created once
 (``hyperscan study create``): 31 of 32 workers racing to create it on a fresh server crashed.
 
-Every failure leaves this module as a :class:`StorageError` that names the root cause and
-shows the URL without its password.
+Opening a storage, listing its studies and loading a study fail with a :class:`StorageError`
+that names the root cause and shows the URL without its password. Reads and writes through
+what they return (a study's trials, its attributes, :func:`fail_stale_trials`) raise Optuna's
+exceptions: callers read inside :func:`explained_storage_errors`, which turns a lost
+connection into a StorageError.
 """
 
 from __future__ import annotations

@@ -260,20 +260,23 @@ def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
 def open_study(storage: BaseStorage, name: str) -> StudySetup:
     """Load a study with its runcard (status, export and workers start here)."""
     study = load_study(storage, name)
-    text = study.user_attrs.get(RUNCARD_ATTR)
+    url = storage_url(storage)
+    with _errors_described(url):
+        attrs = study.user_attrs
+    text = attrs.get(RUNCARD_ATTR)
     if text is None:
         raise ScanError(
-            f"study {name!r} in {storage_url(storage)} was not created by `hyperscan study "
-            "create` (it has no runcard)"
+            f"study {name!r} in {url} was not created by `hyperscan study create` (it has no "
+            "runcard)"
         )
     try:
         runcard = parse_scan_runcard(text, source=f"runcard of study {name!r}")
     except RuncardError as error:
         raise ScanError(
             f"the runcard stored on study {name!r} is not valid for hyperscan {__version__} "
-            f"(created by {study.user_attrs.get(VERSION_ATTR, 'an unknown version')}):\n{error}"
+            f"(created by {attrs.get(VERSION_ATTR, 'an unknown version')}):\n{error}"
         ) from None
-    return StudySetup(study, runcard, storage_url(storage))
+    return StudySetup(study, runcard, url)
 
 
 def study_problem(setup: StudySetup) -> Problem:

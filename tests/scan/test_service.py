@@ -24,7 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import optuna
 import pytest
@@ -32,6 +32,7 @@ import sqlalchemy
 import yaml
 from _waiting import wait_for
 from click.testing import CliRunner, Result
+from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import _scan as _scan_cli
@@ -866,6 +867,48 @@ def test_password_never_printed_by_a_real_server(postgres_server, tmp_path):
         assert "database 'hyperscan_no_such_database' does not exist" in message, command
         assert "s3cret" not in result.output, command
         assert ":***@" in message
+
+
+def _connection_dropped(*args: Any, **kwargs: Any) -> NoReturn:
+    """A read as the database goes away under it, as Optuna reports it."""
+    try:
+        raise sqlalchemy.exc.OperationalError(
+            "SELECT", {}, Exception("server closed the connection unexpectedly")
+        )
+    except sqlalchemy.exc.OperationalError as cause:
+        raise StorageInternalError("invalid data in the commit") from cause
+
+
+# The storage methods behind a study's trials and its user attributes (the runcard): on
+# PostgreSQL Optuna's cache reads the trials through _get_trials.
+READS = {
+    "trials": {"journal": "get_all_trials", "postgresql": "_get_trials"},
+    "runcard": {"journal": "get_study_user_attrs", "postgresql": "get_study_user_attrs"},
+}
+
+
+@pytest.mark.parametrize("read", list(READS))
+@pytest.mark.parametrize("command", ["study status", "study list", "export"])
+def test_a_connection_dropped_after_the_storage_opened_is_a_message(
+    url, tmp_path, monkeypatch, command, read
+):
+    """The storage opens, then the database goes away while the command reads the study:
+    the cause in a line naming the storage (never its password), exit 2, not a traceback."""
+    backend = "postgresql" if url.startswith("postgresql") else "journal"
+    if backend == "postgresql":  # trust authentication: the server ignores the password
+        url = sqlalchemy.engine.make_url(url).set(password="s3cret")
+        url = url.render_as_string(hide_password=False)
+    runcard = write_card(tmp_path / "s.yml", TINY_SCAN)
+    create(runcard, url, "s")
+    monkeypatch.setattr(type(open_storage(url)), READS[read][backend], _connection_dropped)
+    output = tmp_path / "best.yml"
+    result = cli(*command_line(command, runcard, output, url))
+    message = assert_clean_failure(result)
+    where = redact(resolve_url(url))
+    assert message.endswith(f": server closed the connection unexpectedly (storage: {where})\n")
+    assert message.count("\n") == 1 and "invalid data in the commit" not in message
+    assert "s3cret" not in result.output
+    assert not output.exists()
 
 
 def test_different_runcard_under_existing_name_is_refused(url, tmp_path):
