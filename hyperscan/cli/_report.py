@@ -51,6 +51,7 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     from hyperscan.scan import (
         ScanError,
         StorageError,
+        explained_storage_errors,
         load_study,
         open_storage,
         storage_url,
@@ -60,7 +61,8 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     try:
         handle = open_storage(storage)
         study = load_study(handle, name)
-        text = study_report(study, storage_url(handle), top=top)
+        with explained_storage_errors(handle):
+            text = study_report(study, storage_url(handle), top=top)
         write_atomically(output, text, force=force)
     except (ScanError, StorageError, ReportError) as error:
         fail(str(error))

@@ -888,7 +888,7 @@ READS = {
 
 
 @pytest.mark.parametrize("read", list(READS))
-@pytest.mark.parametrize("command", ["study status", "study list", "export"])
+@pytest.mark.parametrize("command", ["study status", "study list", "export", "report"])
 def test_a_connection_dropped_after_the_storage_opened_is_a_message(
     url, tmp_path, monkeypatch, command, read
 ):
@@ -900,9 +900,14 @@ def test_a_connection_dropped_after_the_storage_opened_is_a_message(
         url = url.render_as_string(hide_password=False)
     runcard = write_card(tmp_path / "s.yml", TINY_SCAN)
     create(runcard, url, "s")
+    # a finished trial: else `report` refuses the study before it reads its runcard
+    load_study(open_storage(url), "s").add_trial(optuna.trial.create_trial(value=1.0))
     monkeypatch.setattr(type(open_storage(url)), READS[read][backend], _connection_dropped)
     output = tmp_path / "best.yml"
-    result = cli(*command_line(command, runcard, output, url))
+    if command == "report":
+        result = cli("report", "--study", "s", "--storage", url, "-o", output)
+    else:
+        result = cli(*command_line(command, runcard, output, url))
     message = assert_clean_failure(result)
     where = redact(resolve_url(url))
     assert message.endswith(f": server closed the connection unexpectedly (storage: {where})\n")
