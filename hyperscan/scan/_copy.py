@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan.scan._storage import (
+    _errors_described,
     describe_error,
     fail_stale_trials,
     load_study,
@@ -42,15 +43,19 @@ def copy_study(
     new study.
     """
     new_name = new_name or name
-    if resolve_url(source_url) == resolve_url(target_url) and new_name == name:
+    # A failure names the storage it happened in, lest the user look at the other one. The
+    # URLs with their passwords: describe_error scrubs them from what a driver says.
+    from_url, to_url = resolve_url(source_url), resolve_url(target_url)
+    if from_url == to_url and new_name == name:
         raise ScanError("source and destination are the same study; give another --as NAME")
     source = open_storage(source_url, heartbeat_interval=1, grace_period=grace_period)
     study = load_study(source, name)
-    # Else a dead worker's trial in a study whose budget the others spent stays RUNNING, and
-    # no worker comes to fail it. Not re-queued: the copy's next worker draws a trial of its
-    # own if the budget still needs one.
-    fail_stale_trials(study, requeue=False, why_not="the copy's workers draw their own")
-    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    with _errors_described(from_url):
+        # Else a dead worker's trial in a study whose budget the others spent stays RUNNING,
+        # and no worker comes to fail it. Not re-queued: the copy's next worker draws a trial
+        # of its own if the budget still needs one.
+        fail_stale_trials(study, requeue=False, why_not="the copy's workers draw their own")
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     if running:
         numbers = ", ".join(str(trial.number) for trial in running)
         raise ScanError(
@@ -62,9 +67,14 @@ def copy_study(
     exists = ScanError(f"study {new_name!r} exists in {where}; choose another name with --as")
     if new_name in study_names(target):
         raise exists
+    # Through memory: the source is read whole before the destination is written, so that
+    # a failure of either is told with its own URL.
+    held = optuna.storages.InMemoryStorage()
+    with _errors_described(from_url):
+        optuna.copy_study(from_study_name=name, from_storage=source, to_storage=held)
     try:
         optuna.copy_study(
-            from_study_name=name, from_storage=source, to_storage=target, to_study_name=new_name
+            from_study_name=name, from_storage=held, to_storage=target, to_study_name=new_name
         )
     except optuna.exceptions.DuplicatedStudyError:
         raise exists from None  # created by someone else a moment ago: not ours to remove
@@ -73,6 +83,6 @@ def copy_study(
         with suppress(Exception):
             optuna.delete_study(study_name=new_name, storage=target)
         if isinstance(exc, Exception):
-            raise describe_error(exc, resolve_url(target_url)) from exc
+            raise describe_error(exc, to_url) from exc
         raise
     return load_study(target, new_name)

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import datetime
+import errno
+import os
 import warnings
 
 import optuna
 import pytest
+import sqlalchemy
 import yaml
 from click.testing import CliRunner
 from optuna.distributions import FloatDistribution
@@ -15,7 +18,15 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
-from hyperscan.scan import create_study, open_storage, open_study, study_names
+from hyperscan.scan import (
+    create_study,
+    open_storage,
+    open_study,
+    redact,
+    resolve_url,
+    study_names,
+)
+from hyperscan.scan._storage import HeartbeatJournalStorage, _RDBStorage
 from hyperscan.scan._study import FINGERPRINT_ATTR, RUNCARD_ATTR, VERSION_ATTR
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -157,3 +168,37 @@ def test_copy_mistakes_exit_2_with_the_cause(journal_study, tmp_path):
     # within one journal under another name
     inside = copy("--from", str(journal), "--to", str(journal), "--study", "tiny", "--as", "t2")
     assert inside.exit_code == 0, inside.output
+
+
+def _io_error(*args, **kwargs):
+    raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+
+@pytest.mark.parametrize(
+    ("failing", "method", "named"),
+    [
+        # failing a dead worker's trial, before anything is written
+        (HeartbeatJournalStorage, "get_all_trials", "source"),
+        # read only by the copy itself, after the destination opened
+        (HeartbeatJournalStorage, "get_study_system_attrs", "source"),
+        # writing a trial (Optuna's cache calls _create_new_trial)
+        (_RDBStorage, "_create_new_trial", "destination"),
+    ],
+)
+def test_a_failed_copy_names_the_storage_that_failed(
+    journal_study, postgres_url, monkeypatch, failing, method, named
+):
+    """A user told of the wrong storage would look at the wrong database."""
+    journal, _ = journal_study
+    target = sqlalchemy.engine.make_url(postgres_url).set(password="s3cret")  # trust auth
+    target = target.render_as_string(hide_password=False)
+    monkeypatch.setattr(failing, method, _io_error)
+    result = copy("--from", str(journal), "--to", target, "--study", "tiny")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "s3cret" not in result.output
+    where = {"source": redact(resolve_url(str(journal))), "destination": redact(target)}
+    assert (
+        result.stderr == f"error: OSError: [Errno 5] Input/output error (storage: {where[named]})\n"
+    )
+    monkeypatch.undo()
+    assert "tiny" not in study_names(open_storage(postgres_url, create=True))
