@@ -4,6 +4,7 @@ reproduces."""
 from __future__ import annotations
 
 import datetime
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -101,11 +102,18 @@ def export_trial(
         ) from None
 
 
+# os.link's refusals on a file system without hard links (FAT, some network and FUSE
+# file systems), where a new output is renamed into place as it was before.
+_NO_HARD_LINKS = {errno.EPERM, errno.EACCES, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV}
+
+
 def write_atomically(path: Path, text: str, force: bool = False) -> None:
-    """The file appears complete or not at all; an existing one is kept unless `force`."""
+    """The file appears complete or not at all; an existing one is kept unless `force`,
+    even one that another process writes meanwhile."""
     path = Path(path)
+    exists = ScanError(f"{path} exists; use --force to replace it")
     if path.exists() and not force:
-        raise ScanError(f"{path} exists; use --force to replace it")
+        raise exists
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -115,9 +123,27 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
         with os.fdopen(handle, "w") as stream:
             stream.write(text)
         os.chmod(staging, 0o666 & ~umask())
-        os.replace(staging, path)
+        if force:
+            os.replace(staging, path)
+        else:
+            _publish_new(staging, path, exists)
     except BaseException as error:
         Path(staging).unlink(missing_ok=True)
         if isinstance(error, OSError):
             raise ScanError(f"cannot write {path}: {error.strerror or error}") from None
         raise
+
+
+def _publish_new(staging: str, path: Path, exists: ScanError) -> None:
+    """Give the staged file its name unless the name is taken, in one step: a file created
+    after the check before staging is kept, where a rename would replace it."""
+    try:
+        os.link(staging, path)
+    except FileExistsError:
+        raise exists from None
+    except OSError as error:
+        if error.errno not in _NO_HARD_LINKS:
+            raise
+        os.replace(staging, path)  # no hard links here: the check before staging guards
+    else:
+        os.unlink(staging)

@@ -20,6 +20,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -40,6 +41,7 @@ from hyperscan.cli import main
 from hyperscan.runcard import FitRuncard, load_fit_runcard, scan_runcard_from_dict
 from hyperscan.scan import (
     STORAGE_ENV,
+    ScanError,
     StorageError,
     create_study,
     load_study,
@@ -48,6 +50,7 @@ from hyperscan.scan import (
     resolve_url,
     study_names,
     trial_line,
+    write_atomically,
 )
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -617,6 +620,61 @@ def test_outputs_never_replace_the_inputs(tmp_path):
     folder = cli("export", "--study", "s", "--storage", url, "-o", f"{tmp_path}/new/")
     assert folder.exit_code == 2 and "ends in '/', as a folder does" in folder.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.journal", "scan.yml"]
+
+
+@pytest.fixture
+def appearing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """best.yml, which another process writes after write_atomically looked for it (as the
+    result is staged) and before it publishes its own."""
+    path = tmp_path / "best.yml"
+    mkstemp = tempfile.mkstemp
+
+    def stage_then_another_writes(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        staged = mkstemp(*args, **kwargs)
+        path.write_text("another process's\n")
+        return staged
+
+    monkeypatch.setattr(tempfile, "mkstemp", stage_then_another_writes)
+    return path
+
+
+def test_an_output_that_appears_while_it_is_written_is_kept(appearing, tmp_path):
+    with pytest.raises(ScanError, match=f"^{re.escape(str(appearing))} exists; use --force"):
+        write_atomically(appearing, "exported\n")
+    assert appearing.read_text() == "another process's\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["best.yml"]  # no staged file left
+    write_atomically(appearing, "exported\n", force=True)
+    assert appearing.read_text() == "exported\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["best.yml"]
+
+
+@pytest.mark.parametrize("refusal", [errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV])
+def test_an_output_is_written_where_the_file_system_has_no_hard_links(
+    tmp_path, monkeypatch, refusal
+):
+    """Hard links publish a new output without replacing one that appeared meanwhile; where
+    the file system has none, the output is renamed into place as before."""
+
+    def no_links(*args: Any, **kwargs: Any) -> NoReturn:
+        raise OSError(refusal, os.strerror(refusal))
+
+    monkeypatch.setattr(os, "link", no_links)
+    path = tmp_path / "best.yml"
+    write_atomically(path, "exported\n")
+    assert path.read_text() == "exported\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["best.yml"]
+    with pytest.raises(ScanError, match="exists; use --force"):  # the check before staging
+        write_atomically(path, "again\n")
+
+
+def test_an_output_gets_the_mode_a_plain_open_gives(tmp_path):
+    mask = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "best.yml", "exported\n")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "best.yml").stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["best.yml"]
 
 
 def test_a_stopped_scan_says_so_in_its_exit_status(tmp_path):
