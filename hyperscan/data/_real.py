@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hyperscan.runcard import DEFAULT_Q2MIN, DEFAULT_W2MIN
 from hyperscan.runcard.real_datasets import (
     REAL_DATASETS,
     RealDataError,
@@ -44,10 +45,6 @@ from ._problem import Dataset, Problem
 
 #: Folder of the shipped tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
-
-#: Standard DIS cuts of NNPDF (validphys ``q2min``, ``w2min``; W2 = Q2 (1 - x) / x).
-DEFAULT_Q2MIN = 3.49
-DEFAULT_W2MIN = 12.5
 
 _DIAGONAL_TYPES = ("UNCORR", "THEORYUNCORR")
 _INTRA_TYPES = ("CORR", "THEORYCORR")

@@ -33,6 +33,8 @@ from ._scan import (
     with_settings,
 )
 from ._schema import (
+    DEFAULT_Q2MIN,
+    DEFAULT_W2MIN,
     FLAVOURS,
     LAMBDA_UPDATE_INTERVAL,
     MAX_THREADS,
@@ -50,6 +52,8 @@ from ._schema import (
 )
 
 __all__ = [
+    "DEFAULT_Q2MIN",
+    "DEFAULT_W2MIN",
     "FLAVOURS",
     "LAMBDA_UPDATE_INTERVAL",
     "MAX_THREADS",

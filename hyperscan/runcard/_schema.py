@@ -91,6 +91,10 @@ MAX_THREADS = 1024
 MAX_EPOCHS = 10**9
 #: Steps between growths of the positivity multiplier lambda (n3fit's 100).
 LAMBDA_UPDATE_INTERVAL = 100
+#: Standard DIS cuts of NNPDF (validphys ``q2min``, ``w2min``; W2 = Q2 (1 - x) / x), GeV^2:
+#: the defaults of ``data.real`` and of the data layer's real-data loaders.
+DEFAULT_Q2MIN = 3.49
+DEFAULT_W2MIN = 12.5
 PositiveFloat = Annotated[Float, Field(gt=0)]
 #: Seeds stay below 2**32 so that every random generator downstream (numpy, TensorFlow) accepts
 #: them unchanged; replica ids too, which also fill the integer arrays of a fit's output.
@@ -309,8 +313,8 @@ class RealSection(_Section):
         tuple[RealDatasetEntry, ...], Field(min_length=1), AfterValidator(_unique_real)
     ] = Field(default_factory=_all_real_datasets)
     #: Standard DIS cuts: Q2 > q2min and W2 = Q2 (1 - x) / x > w2min (GeV^2).
-    q2min: Annotated[Float, Field(ge=0)] = 3.49
-    w2min: Annotated[Float, Field(ge=0)] = 12.5
+    q2min: Annotated[Float, Field(ge=0)] = DEFAULT_Q2MIN
+    w2min: Annotated[Float, Field(ge=0)] = DEFAULT_W2MIN
     #: t0 covariance: MULT systematics rescaled by toy-PDF predictions; false: experimental.
     t0: Bool = True
     #: null fits the measured data; {level, seed} fits toy-PDF pseudo-data on the same tables.
