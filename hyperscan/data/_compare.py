@@ -25,8 +25,17 @@ def grid_predictions(problem: Problem, grid_x: np.ndarray, xf: np.ndarray) -> np
 def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """χ² per point to the central data with the full covariance: total (M,), per dataset (M, D).
 
-    Computed in float64 on the host, block by block (the covariance is block diagonal).
+    predictions: (M, N), one row per member, N = ``problem.n_data``; a single member's (N,)
+    is refused, not broadcast (the total would come back (N,), per dataset (1, D)): pass
+    ``predictions[None]``. Computed in float64 on the host, block by block (the covariance is
+    block diagonal).
     """
+    predictions = np.asarray(predictions)
+    if predictions.ndim != 2 or predictions.shape[1] != problem.n_data:
+        raise ValueError(
+            f"predictions must be (members, {problem.n_data} data points), "
+            f"got shape {predictions.shape}"
+        )
     residuals = (problem.central[None, :] - predictions).astype(np.float64)
     total = np.zeros(predictions.shape[0])
     for block in problem.blocks():

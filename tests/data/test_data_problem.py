@@ -15,6 +15,7 @@ from hyperscan.data import (
     PositivitySet,
     Problem,
     closure_problem,
+    experimental_chi2,
     grid_predictions,
 )
 
@@ -194,3 +195,12 @@ def test_grid_predictions_need_every_fk_node():
     assert grid_predictions(problem, grid, xf).shape == (1, problem.n_data)
     with pytest.raises(ValueError, match="does not hold every FK node"):
         grid_predictions(problem, grid[1:], xf[:, 1:])
+
+
+def test_experimental_chi2_refuses_predictions_not_shaped_members_by_points():
+    problem = closure_problem("tiny")
+    total, per_dataset = experimental_chi2(problem, problem.central[None])
+    assert total.shape == (1,) and per_dataset.shape == (1, len(problem.datasets))
+    for wrong in (problem.central, problem.central[None, None], problem.central[None, 1:]):
+        with pytest.raises(ValueError, match=f"predictions must be \\(members, {problem.n_data}"):
+            experimental_chi2(problem, wrong)
