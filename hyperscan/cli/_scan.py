@@ -198,15 +198,17 @@ def study_copy(
           --study quickstart-scan
     """
     quiet_optuna()
-    from hyperscan.scan import copy_study, counts_line, redact
+    from hyperscan.scan import copy_study, counts_line, explained_storage_errors, redact
 
     try:
         copied = copy_study(source, target, name, new_name, grace_period=grace_period)
+        with explained_storage_errors(copied._storage):  # the copy's trials, read back
+            counts = counts_line(copied)
     except _scan_errors() as error:
         fail(str(error))
     click.echo(
         f"study {name!r} copied to {redact(target)} as {copied.study_name!r}: "
-        f"{counts_line(copied) or 'no trials'}"
+        f"{counts or 'no trials'}"
     )
 
 

@@ -14,8 +14,10 @@ import sqlalchemy
 import yaml
 from click.testing import CliRunner
 from optuna.distributions import FloatDistribution
+from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
+import hyperscan.scan
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
 from hyperscan.scan import (
@@ -202,3 +204,40 @@ def test_a_failed_copy_names_the_storage_that_failed(
     )
     monkeypatch.undo()
     assert "tiny" not in study_names(open_storage(postgres_url, create=True))
+
+
+def _connection_dropped(*args, **kwargs):
+    """A read as the database goes away under it, as Optuna reports it."""
+    try:
+        raise sqlalchemy.exc.OperationalError(
+            "SELECT", {}, Exception("server closed the connection unexpectedly")
+        )
+    except sqlalchemy.exc.OperationalError as cause:
+        raise StorageInternalError("invalid data in the commit") from cause
+
+
+def test_a_connection_dropped_reading_the_copy_back_is_a_message(
+    journal_study, postgres_url, monkeypatch
+):
+    """The copy is written, then the destination goes away as its trials are counted for the
+    summary: the cause in a line naming the destination (never its password), exit 2."""
+    journal, _ = journal_study
+    target = sqlalchemy.engine.make_url(postgres_url).set(password="s3cret")  # trust auth
+    target = target.render_as_string(hide_password=False)
+    copy_study = hyperscan.scan.copy_study
+
+    def copied_then_dropped(*args, **kwargs):
+        copied = copy_study(*args, **kwargs)
+        # Optuna's cache reads an RDB study's trials through _get_trials.
+        monkeypatch.setattr(_RDBStorage, "_get_trials", _connection_dropped)
+        return copied
+
+    monkeypatch.setattr(hyperscan.scan, "copy_study", copied_then_dropped)
+    result = copy("--from", str(journal), "--to", target, "--study", "tiny")
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "s3cret" not in result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
+    where = redact(target)
+    assert result.stderr.endswith(
+        f": server closed the connection unexpectedly (storage: {where})\n"
+    )
