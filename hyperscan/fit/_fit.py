@@ -71,6 +71,9 @@ class FitResult:
 
 
 def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
+    """The runcard's settings, the same for all n_members members (learning rate and clipnorm
+    are per-member arrays a caller may vary). Without a fixed ``positivity.multiplier``, λ's
+    factor is chosen so that λ reaches ``positivity.max`` at the fit's last update."""
     positivity = runcard.positivity
     if positivity.multiplier is not None:
         factor = positivity.multiplier

@@ -36,6 +36,8 @@ def _finite_or_none(value: float) -> float | None:
 
 
 def results_document(result: FitResult) -> dict:
+    """The content of ``results.json``: plain JSON, so a non-finite χ² (a diverged member) is
+    null; ``divergence`` and ``redrawn_starts`` appear only on the members they concern."""
     members = []
     for m in range(result.n_members):
         members.append(

@@ -128,9 +128,13 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def counts_line(study: optuna.Study) -> str:
+    """The study's trials by state in a line, trashed apart from pruned ("" when it has none).
+    It reads the storage: callers read inside :func:`explained_storage_errors`."""
     counts = state_counts(study.get_trials(deepcopy=False))
     return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
 
 def default_output(name: str) -> Path:
+    """Where `hyperscan scan` writes the best trial's fit runcard without ``--output``: named
+    after the study, so scans of different studies in one folder do not overwrite each other."""
     return Path(f"{name}-best.yml")

@@ -30,6 +30,8 @@ def replica_statistic(chi2: np.ndarray, objective: ObjectiveSection) -> float:
 
 
 def fold_statistic(values: np.ndarray, objective: ObjectiveSection) -> float:
+    """The folds' values (F,), each a :func:`replica_statistic`, → the trial's value, by the
+    objective's own statistic across folds (``fold_statistic``), not the one across replicas."""
     values = np.asarray(values, dtype=float)
     reduce = {"mean": np.mean, "median": np.median, "max": np.max}[objective.fold_statistic]
     return float(reduce(values))

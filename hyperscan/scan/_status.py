@@ -51,6 +51,8 @@ def finished_trials(study: optuna.Study) -> int:
 
 
 def status_text(setup: StudySetup) -> str:
+    """What `hyperscan study status` prints. It reads the storage: callers read inside
+    :func:`explained_storage_errors`."""
     study = setup.study
     trials = study.get_trials(deepcopy=False)
     counts = state_counts(trials)

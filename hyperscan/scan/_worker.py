@@ -59,6 +59,8 @@ def make_sampler(runcard: ScanRuncard, salt: int | tuple[int, ...]) -> optuna.sa
 
 
 def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
+    """The scan's pruner, built from the runcard alone so that every worker prunes alike; its
+    steps are training steps, as the worker reports them (every ``report_every`` syncs)."""
     section = runcard.scan.pruner
     if section.name == "none":
         return optuna.pruners.NopPruner()
