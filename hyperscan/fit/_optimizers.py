@@ -31,7 +31,6 @@ class Optimizer:
     `step` (M,) counts the updates each member already had; `lr` is (M,).
     """
 
-    name: str
     init: Callable[[Params], State]
     update: Callable[[Params, Params, State, tf.Tensor, tf.Tensor], tuple[Params, State]]
 
@@ -70,7 +69,7 @@ def _adam(amsgrad: bool) -> Optimizer:
             new_state["v_max"] = new_v_max
         return new_params, new_state
 
-    return Optimizer("amsgrad" if amsgrad else "adam", init, update)
+    return Optimizer(init, update)
 
 
 def _nadam() -> Optimizer:
@@ -106,7 +105,7 @@ def _nadam() -> Optimizer:
             new_v.append(v)
         return new_params, {"m": new_m, "v": new_v, "u_product": u_product}
 
-    return Optimizer("nadam", init, update)
+    return Optimizer(init, update)
 
 
 def _rmsprop() -> Optimizer:
@@ -125,7 +124,7 @@ def _rmsprop() -> Optimizer:
             new_velocity.append(velocity)
         return new_params, {"velocity": new_velocity}
 
-    return Optimizer("rmsprop", init, update)
+    return Optimizer(init, update)
 
 
 def _adadelta() -> Optimizer:
@@ -145,7 +144,7 @@ def _adadelta() -> Optimizer:
             new_delta_sq.append(delta_sq)
         return new_params, {"grad_sq": new_grad_sq, "delta_sq": new_delta_sq}
 
-    return Optimizer("adadelta", init, update)
+    return Optimizer(init, update)
 
 
 def _sgd() -> Optimizer:
@@ -155,7 +154,7 @@ def _sgd() -> Optimizer:
     def update(params, grads, state, step, lr):
         return [p - per_member(lr, p) * g for p, g in zip(params, grads, strict=True)], {}
 
-    return Optimizer("sgd", init, update)
+    return Optimizer(init, update)
 
 
 _FACTORIES: dict[str, Callable[[], Optimizer]] = {
