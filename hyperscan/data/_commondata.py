@@ -252,6 +252,8 @@ def _uncertainties(path: Path, n: int) -> list[tuple[str, str, str, np.ndarray]]
         raise _corrupt(path, f"needs definitions and ndata={n} bins")
     out = []
     for col, spec in definitions.items():
+        if not isinstance(spec, dict):
+            raise _corrupt(path, f"definition of {col} is {spec!r}, not a mapping with treatment")
         treatment, kind = str(spec.get("treatment")), str(spec.get("type"))
         if treatment not in _TREATMENTS:
             raise _corrupt(path, f"{col} has treatment {treatment!r}, not ADD or MULT")

@@ -110,17 +110,26 @@ def split_name(name: str) -> tuple[str, str]:
 @cache
 def _set_metadata(path: Path, stamp: tuple[int, int]) -> dict[str, Any]:
     del stamp  # part of the cache key only: an edited metadata.yaml is read again
-    meta = read_yaml(path)
-    if not isinstance(meta, dict) or not isinstance(meta.get("implemented_observables"), list):
-        raise RealDataError(f"corrupt commondata metadata {path}: no implemented_observables")
+    try:
+        meta = read_yaml(path)
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        raise _corrupt_metadata(path, f"{type(err).__name__}: {err}") from err
+    observables = meta.get("implemented_observables") if isinstance(meta, dict) else None
+    if not isinstance(observables, list) or not all(isinstance(o, dict) for o in observables):
+        raise _corrupt_metadata(path, "no implemented_observables")
     return meta
+
+
+def _corrupt_metadata(path: Path, why: str) -> RealDataError:
+    return RealDataError(f"corrupt commondata metadata {path}: {why}")
 
 
 def commondata_files(name: str, variant: str | None, root: Path | None = None) -> CommondataFiles:
     """Files of ``name`` with ``variant`` in nnpdf-data (``root``: its commondata folder).
 
     Unknown datasets, observables and variants, and a default without uncertainties (BCDMS),
-    raise RealDataError naming what exists.
+    raise RealDataError naming what exists; a metadata.yaml that is not YAML or lacks what is
+    read from it, one naming the file and the key.
     """
     root = nnpdf_commondata_dir() if root is None else root
     if root is None:
@@ -156,16 +165,22 @@ def commondata_files(name: str, variant: str | None, root: Path | None = None) -
             f"{name}: {variant_text(variant)} has no central values or uncertainties in "
             f"nnpdf-data; choose one of the variants: {', '.join(variants) or 'none'}"
         )
+    ndata, kinematics = chosen.get("ndata"), chosen.get("kinematics")
+    if isinstance(ndata, bool) or not isinstance(ndata, int) or ndata < 0:
+        why = "lacks ndata" if ndata is None else f"has ndata {ndata!r}, not a number of points"
+        raise _corrupt_metadata(path, f"{name} {why}")
+    if not isinstance(kinematics, dict) or not isinstance(kinematics.get("file"), str):
+        raise _corrupt_metadata(path, f"{name} lacks kinematics: file")
     theory = chosen.get("theory") or {}
     return CommondataFiles(
         name=name,
         variant=variant,
         folder=path.parent,
-        ndata=int(chosen["ndata"]),
+        ndata=ndata,
         process_type=str(chosen.get("process_type")),
         data_central=str(chosen["data_central"]),
         data_uncertainties=tuple(str(f) for f in chosen["data_uncertainties"]),
-        kinematics=str(chosen["kinematics"]["file"]),
+        kinematics=kinematics["file"],
         kinematic_coverage=tuple(str(k) for k in chosen.get("kinematic_coverage") or ()),
         fk_tables=tuple(tuple(str(t) for t in op) for op in theory.get("FK_tables") or ()),
         variants=tuple(variants),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -202,6 +203,58 @@ def test_corrupt_commondata_file(nmc_tree: Path, tmp_path: Path) -> None:
     doc["data_central"][3] = "oops"
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(RealDataError, match=r"data_central\[3\] is 'oops', not a number"):
+        read_commondata(NMC, commondata_dir=nmc_tree, cache_dir=tmp_path / "c")
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda obs: obs.pop("ndata"), f"{NMC} lacks ndata"),
+        (lambda obs: obs.update(ndata="many"), f"{NMC} has ndata 'many', not a number of points"),
+        (lambda obs: obs.pop("kinematics"), f"{NMC} lacks kinematics: file"),
+        (lambda obs: obs["kinematics"].pop("file"), f"{NMC} lacks kinematics: file"),
+    ],
+    ids=["no ndata", "bad ndata", "no kinematics", "no kinematics file"],
+)
+def test_metadata_lacking_a_key_names_the_file_and_the_key(
+    nmc_tree: Path, tmp_path: Path, change, why: str
+) -> None:
+    path = nmc_tree / "NMC_NC_NOTFIXED_P" / "metadata.yaml"
+    doc = yaml.safe_load(path.read_text())
+    change(
+        next(o for o in doc["implemented_observables"] if o["observable_name"] == "EM-F2-HEPDATA")
+    )
+    path.write_text(yaml.safe_dump(doc))
+    expected = re.escape(f"corrupt commondata metadata {path}: {why}")
+    with pytest.raises(RealDataError, match=expected):
+        read_commondata(NMC, commondata_dir=nmc_tree, cache_dir=tmp_path / "c")
+
+
+@pytest.mark.parametrize(
+    ("observables", "why"),
+    [("[unclosed", r"\w+Error: "), ("[EM-F2-HEPDATA]", "no implemented_observables")],
+    ids=["not YAML", "not mappings"],
+)
+def test_unreadable_metadata_is_a_real_data_error_also_in_a_runcard(
+    nmc_tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, observables: str, why: str
+) -> None:
+    path = nmc_tree / "NMC_NC_NOTFIXED_P" / "metadata.yaml"
+    path.write_text(f"setname: NMC_NC_NOTFIXED_P\nimplemented_observables: {observables}\n")
+    expected = re.escape(f"corrupt commondata metadata {path}: ") + why
+    with pytest.raises(RealDataError, match=expected):
+        read_commondata(NMC, commondata_dir=nmc_tree, cache_dir=tmp_path / "c")
+    monkeypatch.setattr(meta, "nnpdf_commondata_dir", lambda: nmc_tree)
+    with pytest.raises(RuncardError, match=r"data\.real\.datasets\[0\]\.variant: " + expected):
+        parse_fit_runcard(f"data: {{real: {{datasets: [{{dataset: {NMC}, variant: other}}]}}}}\n")
+
+
+def test_an_uncertainty_definition_that_is_not_a_mapping(nmc_tree: Path, tmp_path: Path) -> None:
+    path = nmc_tree / "NMC_NC_NOTFIXED_P" / "uncertainties_EM-F2-HEPDATA.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["definitions"]["sys"] = "MULT CORR"
+    path.write_text(yaml.safe_dump(doc))
+    expected = f"corrupt commondata file {path}: definition of sys is 'MULT CORR', not a mapping"
+    with pytest.raises(RealDataError, match=re.escape(expected)):
         read_commondata(NMC, commondata_dir=nmc_tree, cache_dir=tmp_path / "c")
 
 
