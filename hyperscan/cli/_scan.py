@@ -272,7 +272,8 @@ def worker(
 ) -> None:
     """Take trials of a study until its budget is spent (needs only the name and storage).
 
-    SIGTERM or Ctrl-C ends the running trial at its next sync, re-queues it, and exits 0.
+    SIGTERM or Ctrl-C ends the running trial at its next sync, re-queues it (a fit already at
+    its last sync is recorded instead), and exits 0.
 
     \b
     Example:
