@@ -16,6 +16,8 @@ import time
 import traceback
 import uuid
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -451,43 +453,45 @@ def test_connection_refused_is_quick():
     assert time.monotonic() - start < 5
 
 
-def test_connection_limit_is_explained(postgres_url):
-    role = f"hyperscan_limited_{uuid.uuid4().hex[:8]}"
+@contextmanager
+def role_url(postgres_url: str, *statements: str) -> Iterator[str]:
+    """The server's URL for a new login role made by ``statements`` (``{role}`` names it),
+    which is dropped afterwards with whatever it was granted."""
+    role = f"hyperscan_role_{uuid.uuid4().hex[:8]}"
     admin = psycopg2.connect(postgres_url.replace("+psycopg2", ""))
     admin.autocommit = True
     try:
         with admin.cursor() as cursor:
-            cursor.execute(f'CREATE ROLE "{role}" LOGIN CONNECTION LIMIT 0')
+            for statement in statements:
+                cursor.execute(statement.format(role=f'"{role}"'))
         url = sqlalchemy.engine.make_url(postgres_url).set(username=role)
-        with pytest.raises(StorageError, match="CONNECTION LIMIT is reached"):
-            open_storage(url.render_as_string(hide_password=False), create=True)
+        yield url.render_as_string(hide_password=False)
     finally:
         with admin.cursor() as cursor:
+            cursor.execute(f'DROP OWNED BY "{role}"')
             cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
         admin.close()
+
+
+def test_connection_limit_is_explained(postgres_url):
+    limited = "CREATE ROLE {role} LOGIN CONNECTION LIMIT 0"
+    with (
+        role_url(postgres_url, limited) as url,
+        pytest.raises(StorageError, match="CONNECTION LIMIT is reached"),
+    ):
+        open_storage(url, create=True)
 
 
 def test_a_user_who_may_only_read_is_told_so_by_study_create(postgres_url):
     """A study's first write refused by the server is a StorageError naming the privilege,
     not Optuna's "invalid data in the commit" traceback."""
     open_storage(postgres_url, create=True)  # the schema, as its owner
-    role = f"hyperscan_reader_{uuid.uuid4().hex[:8]}"
-    admin = psycopg2.connect(postgres_url.replace("+psycopg2", ""))
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f'CREATE ROLE "{role}" LOGIN')
-            cursor.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
-        url = sqlalchemy.engine.make_url(postgres_url).set(username=role)
-        reader = open_storage(url.render_as_string(hide_password=False))
+    reading = ("CREATE ROLE {role} LOGIN", "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    with role_url(postgres_url, *reading) as url:
+        reader = open_storage(url)
         with pytest.raises(StorageError, match="lacks a privilege: permission denied"):
             create_study(scan_runcard_from_dict(TINY_SCAN), reader, "s")
         reader.engine.dispose()
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f'DROP OWNED BY "{role}"')
-            cursor.execute(f'DROP ROLE IF EXISTS "{role}"')
-        admin.close()
 
 
 def optuna_wrapped(driver_error: Exception) -> Exception:
