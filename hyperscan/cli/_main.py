@@ -24,7 +24,20 @@ from hyperscan.cli._scan import dashboard, export, scan, study, worker
 from hyperscan.cli._tensorflow import configure_or_fail
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """Ctrl-C in a command that does not stop on it itself (`export`, `report`, `study ...`)
+    exits 130, as shells report SIGINT and as `fit`, `scan` and `worker` do, not with click's
+    "Aborted!" and 1, which a batch script reads as a failure. Their writes are atomic."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing was half-written", err=True)
+            sys.exit(INTERRUPTED)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hyperscan")
 def main() -> None:
     """Hyperparameter scans of batched neural-network PDF fits."""

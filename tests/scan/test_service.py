@@ -36,6 +36,7 @@ from click.testing import CliRunner, Result
 from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
+import hyperscan.scan
 from hyperscan.cli import _scan as _scan_cli
 from hyperscan.cli import main
 from hyperscan.runcard import FitRuncard, load_fit_runcard, scan_runcard_from_dict
@@ -675,6 +676,32 @@ def test_an_output_gets_the_mode_a_plain_open_gives(tmp_path):
         os.umask(mask)
     assert (tmp_path / "best.yml").stat().st_mode & 0o777 == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["best.yml"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["study", "create", "scan.yml"],
+        ["study", "status", "--study", "s"],
+        ["study", "list"],
+        ["export", "--study", "s", "-o", "best.yml"],
+        ["report", "--study", "s", "-o", "report.html"],
+    ],
+)
+def test_ctrl_c_in_a_short_command_exits_130_as_the_long_ones_do(tmp_path, monkeypatch, command):
+    """Not click's "Aborted!" and status 1, which a batch script reads as a failure."""
+
+    def interrupted(*args: Any, **kwargs: Any) -> NoReturn:
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    write_card(tmp_path / "scan.yml", TINY_SCAN)
+    monkeypatch.setattr(hyperscan.scan, "open_storage", interrupted)
+    result = cli(*command, "--storage", tmp_path / "scan.journal")
+    assert result.exit_code == 130, result.output
+    assert result.stderr == "interrupted: nothing was half-written\n"
+    assert "Aborted!" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scan.yml"]
 
 
 def test_a_stopped_scan_says_so_in_its_exit_status(tmp_path):
