@@ -177,12 +177,13 @@ def create_study(
     problem = problem if problem is not None else checked_data(runcard, source)
     text = dump_runcard(runcard)
     url = storage_url(storage)
+    raced = False
     if name not in study_names(storage):
         check_new_study(runcard, source)
         try:
             study = optuna.create_study(storage=storage, study_name=name, direction=DIRECTION)
         except optuna.exceptions.DuplicatedStudyError:
-            pass  # another process created it a moment ago: compare below
+            raced = True  # another process created it a moment ago: compare below
         except Exception as error:  # e.g. a database user that may read but not write
             raise describe_error(error, url) from error
         else:
@@ -208,6 +209,11 @@ def create_study(
         with _errors_described(url):
             study.set_user_attr(RUNCARD_ATTR, text)
         return study, Creation(created=False, old_budget=stored.scan.trials)
+    if stored is None and raced:  # the other process has not written the runcard yet
+        raise ScanError(
+            f"study {name!r} in {url} is being created by another process at this moment; "
+            "run the command again to compare its runcard with this one"
+        )
     raise ScanError(
         f"study {name!r} in {storage_url(storage)} exists with a different runcard "
         f"({_differences(stored, runcard)}); choose another --name, or use the runcard it "

@@ -1144,6 +1144,25 @@ def test_a_study_whose_creation_is_cut_short_is_not_left_behind(url, interruptio
     assert create_study(runcard, storage, "s")[1].created
 
 
+def test_a_study_another_process_is_creating_is_said_so(url):
+    """Two `study create` at once: the one that loses the race may find the study before the
+    winner stored its runcard. It says so, rather than call the runcard different or missing;
+    run again, it compares the runcards."""
+    storage = open_storage(url, create=True)
+    runcard = scan_runcard_from_dict(TINY_SCAN)
+    real_create = optuna.create_study
+
+    def won_by_another(**kwargs: Any) -> NoReturn:
+        real_create(**kwargs)  # the other process's study, its runcard not written yet
+        raise optuna.exceptions.DuplicatedStudyError(kwargs["study_name"])
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(optuna, "create_study", won_by_another)
+        with pytest.raises(ScanError, match="being created by another process at this moment"):
+            create_study(runcard, storage, "s")
+    assert "s" in study_names(storage)  # the winner's: not the loser's to remove
+
+
 def test_a_study_of_an_earlier_version_is_the_same_study(url, tmp_path):
     """A study's runcard stored before a key existed (here: the top-level `folds`) is the
     same runcard: its settings are compared, not its text."""
