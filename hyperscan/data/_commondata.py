@@ -1,23 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Read one dataset's experimental data from the ``nnpdf-data`` package, with an on-disk cache.
 
-nnpdf-data stores each set as ``commondata/<setname>/metadata.yaml`` plus ``data_*.yaml``
-(central values), ``uncertainties_*.yaml`` (per column: treatment ADD/MULT and type UNCORR, CORR
-or a name shared across datasets) and ``kinematics_*.yaml``; a variant swaps the data and
-uncertainty files (``hyperscan.runcard.real_datasets.commondata_files``). The rules follow
-validphys' ``load_commondata``:
-
-* the column named ``stat`` (any case) is the statistical error and must be ADD, UNCORR; none
-  means zero; every other column is a systematic, kept as stored: absolute, also MULT ones;
-* uncertainty files are concatenated in the order the metadata lists them;
-* kinematics are the bin ``mid`` values (``(min + max) / 2`` where ``mid`` is null) of the
-  ``kinematic_coverage`` variables, padded to three columns with NaN (NMC F2 has no y).
-
-Parsing a HERA uncertainty file takes a second or more, so results are cached as ``.npz`` under
-``$XDG_CACHE_HOME/hyperscan/commondata/`` (default ``~/.cache``), keyed by a hash of the set
-folder's files, the dataset, the variant and ``READER_VERSION``: a new nnpdf-data or a new reader
-makes a new entry, never a stale hit. Entries are written atomically (temp file + rename); an
-unreadable one is rebuilt.
+The files (``metadata.yaml``, ``data_*``, ``uncertainties_*``, ``kinematics_*``) are read by
+validphys' ``load_commondata`` rules; parsed sets are cached as ``.npz`` under
+``$XDG_CACHE_HOME/hyperscan/commondata/``, keyed by a hash of their inputs and
+``READER_VERSION`` (docs/methods.md#reading-commondata).
 """
 
 from __future__ import annotations

@@ -10,14 +10,9 @@ come from the real-data kit, the data from nnpdf-data (``tools/ship_real_data.py
 (same FK table, other data or uncertainties) is read from an installed nnpdf-data
 (``_commondata.py``, cached); without it only the shipped variant loads.
 
-The covariance follows validphys (``covmat_from_systematics``): per dataset
-``diag(stat^2 + sum UNCORR sys^2) + S S^T`` over its CORR columns, plus ``S S^T`` over the
-named columns of *all* datasets (same name = same source, so HERA sets are correlated with each
-other). With ``t0`` the MULT columns are rescaled by ``t0 prediction / central`` (the t0
-covariance); the t0 PDF is the Les Houches toy PDF, as in the n3fit peer runcards.
-
-Sums run in a fixed order (elementwise products, no BLAS) so every machine builds the same
-bytes and ``Problem.fingerprint()`` agrees between a coordinator and its workers.
+The covariance follows validphys (``covmat_from_systematics``), optionally with t0, summed in
+a fixed order so that every machine builds the same bytes; the construction:
+docs/methods.md#the-covariance-of-real-data.
 """
 
 from __future__ import annotations

@@ -214,12 +214,9 @@ class Trainer:
         diverged = active & (reason > 0)
         alive = active & ~diverged
 
-        # Stopping looks at the weights this step started from (one forward pass per step),
-        # as n3fit's: a step is the best so far only if its validation χ² improves, every
-        # positivity set passes, and the member's validation χ²/point has been below the
-        # threshold once (until then it has no best step: n3fit vetoes such a replica). From
-        # its first best step a member counts the steps since its best, and stops when they
-        # exceed the patience.
+        # Stopping as n3fit's, on the weights this step started from: a best step improves the
+        # validation χ², passes positivity and comes once χ²/point was below the threshold;
+        # patience counts from there (docs/methods.md#stopping).
         chi2 = observables.chi2
         validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
         positivity_ok = tf.reduce_all(observables.positivity < cfg.positivity_threshold, axis=1)

@@ -1,6 +1,6 @@
 """The ensemble model: a PDF per member, its observables and χ², all with a member axis."""
 
-from hyperscan.model._chi2 import HELD_OUT, TRAINING, VALIDATION
+from hyperscan.model._chi2_plan import HELD_OUT, TRAINING, VALIDATION
 from hyperscan.model._ensemble import (
     VALENCE_SUM_RULES,
     EnsembleModel,

@@ -9,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
-from hyperscan.model._chi2 import TRAINING, Chi2, whitening
+from hyperscan.model._chi2 import Chi2
+from hyperscan.model._chi2_plan import TRAINING, whitening
 from hyperscan.model._network import forward, network_features
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 

@@ -11,13 +11,8 @@ import tensorflow as tf
 from hyperscan.data import load_problem, real_problem
 from hyperscan.fit import build_members, member_specs
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
-from hyperscan.model._chi2 import (
-    FLOAT32_KERNEL_MAX_NORM,
-    Chi2,
-    DenseBlock,
-    NuisanceBlock,
-    whitening,
-)
+from hyperscan.model._chi2 import FLOAT32_KERNEL_MAX_NORM, Chi2
+from hyperscan.model._chi2_plan import DenseBlock, NuisanceBlock, whitening
 
 SCHEMES = ("direct", "complement", "auto")
 # The dense schemes, and "nuisance": systematics given, the blocks with few take that way.

@@ -370,7 +370,7 @@ def test_kfold_best_trials_show_each_fold(tmp_path, statistic):
     for trial in study.trials:
         folds = [float(rows[trial.number][f"fold {k}"]) for k in range(3)]
         assert np.mean(folds) == pytest.approx(trial.value, rel=1e-3)
-    assert "fold 1: TOY_NMC_F2D, TOY_CHORUS_XF3WP, TOY_NUTEV_DIMUNB" in text
+    assert "fold 1: TOY_E02_05_F2P, TOY_E02_06_F2WM, TOY_E03_08_DIMUNB" in text
     assert "fold 0" not in _best_rows(study_report(*_plain_study(tmp_path)))[0]
 
 

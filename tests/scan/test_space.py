@@ -308,10 +308,23 @@ def test_study_files_suggest_and_fix(name: str) -> None:
         study.tell(trial, 1.0)
 
 
-def test_kfold_study_folds_partition_the_closure_datasets() -> None:
+def test_kfold_study_folds_hold_out_only_what_the_fit_still_measures() -> None:
+    """NNPDF's advice: no fold whose data only the fit could extrapolate to. Every dataset a
+    fold holds out has a twin of the same observable (the name's last part) that the fold
+    still fits and that reaches at least as low in x; each fold mixes three observables."""
     from hyperscan.data import closure_problem  # hyperscan's own: an import error must fail
 
     runcard = load_scan_runcard(STUDIES / "kfold-scan.yml")
-    names = [d.name for d in closure_problem(runcard.data.closure.size).datasets]
+    smallest_x = {
+        d.name: float(d.kinematics[:, 0].min())
+        for d in closure_problem(runcard.data.closure.size).datasets
+    }
     in_folds = [name for fold in runcard.scan.folds for name in fold]
-    assert sorted(in_folds) == sorted(names)
+    assert len(set(in_folds)) == len(in_folds) and set(in_folds) <= set(smallest_x)
+    for fold in runcard.scan.folds:
+        observables = {name.rsplit("_", 1)[1] for name in fold}
+        assert len(observables) == len(fold) == 3, fold
+        fitted = [name for name in smallest_x if name not in fold]
+        for name in fold:
+            twins = [t for t in fitted if t.rsplit("_", 1)[1] == name.rsplit("_", 1)[1]]
+            assert any(smallest_x[t] <= smallest_x[name] for t in twins), (name, twins)
