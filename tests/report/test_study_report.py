@@ -22,7 +22,7 @@ from PIL import Image
 from hyperscan.cli import main
 from hyperscan.report import study_report
 from hyperscan.report._study.figures import history_figure, spread_figure, throughput_figure
-from hyperscan.report._study.page import _real_sets
+from hyperscan.report._study.tables import real_sets
 from hyperscan.report._study.trials import TrialRecord, Trials, varying_parameters
 from hyperscan.runcard import parse_scan_runcard
 from hyperscan.scan import create_study, load_study, open_storage, summary, trial_value
@@ -266,9 +266,9 @@ def test_real_data_counts_the_selected_sets():
         "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA]}\n"
         "scan: {space: {activation: [tanh]}}\n"
     )
-    assert _real_sets(parse_scan_runcard(text)) == 2
+    assert real_sets(parse_scan_runcard(text)) == 2
     assert (
-        _real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
+        real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
         == 7
     )
 
