@@ -53,6 +53,8 @@ def _img(figure: Figure, alt: str) -> str:
 
 
 def _template() -> Template:
+    """page.html: the page's layout, style and navigation, a `$name` where each part goes
+    (title, generated, version, summary, no_best, one per section, runcard); package data."""
     return Template(resources.files(__package__).joinpath("page.html").read_text("utf-8"))
 
 
