@@ -1,42 +1,84 @@
-"""Fitting an ensemble: compiled training loop, stopping, positivity, divergence, results."""
+"""Fitting an ensemble: compiled training loop, stopping, positivity, divergence, results.
 
-from hyperscan.fit._fit import (
+The output format (file names, keys, member statuses), writing it and the signal handling need
+no TensorFlow and load with the package; the fit itself, which imports TensorFlow (seconds,
+and hundreds of MB), loads on first use, so that readers of a fit's folder (``hyperscan
+plot``, the report layer) stay fast and small.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from hyperscan.fit._format import (
+    DIVERGED,
     DIVERGED_STATUS,
+    HISTORY_ARRAYS,
+    HISTORY_FILE,
+    INTERRUPTED,
+    MEMBER_STATUSES,
     OK,
+    PDF_ARRAYS,
+    PDF_FILE,
     POSITIVITY_VETO,
-    FitResult,
-    build_ensemble,
-    output_xgrid,
-    run_fit,
-    trainer_settings,
-    usable_starts,
+    RESULTS_FILE,
+    RUNCARD_FILE,
+    RUNNING,
+    STOPPED,
 )
-from hyperscan.fit._members import MemberSpec, build_members, member_specs
-from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
 from hyperscan.fit._output import (
     ResultsKeptError,
     results_document,
     summary,
     write_fit,
 )
-from hyperscan.fit._progress import ProgressBar
 from hyperscan.fit._signals import stop_on_signals
-from hyperscan.fit._trainer import (
-    DIVERGED,
-    RUNNING,
-    STOPPED,
-    SyncReport,
-    Trainer,
-    TrainerSettings,
-    TrainingOutcome,
-)
+
+if TYPE_CHECKING:
+    from hyperscan.fit._fit import (
+        FitResult,
+        build_ensemble,
+        output_xgrid,
+        run_fit,
+        trainer_settings,
+        usable_starts,
+    )
+    from hyperscan.fit._members import MemberSpec, build_members, member_specs
+    from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
+    from hyperscan.fit._progress import ProgressBar
+    from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
+
+_TENSORFLOW = {
+    "FitResult": "_fit",
+    "build_ensemble": "_fit",
+    "output_xgrid": "_fit",
+    "run_fit": "_fit",
+    "trainer_settings": "_fit",
+    "usable_starts": "_fit",
+    "MemberSpec": "_members",
+    "build_members": "_members",
+    "member_specs": "_members",
+    "OPTIMIZERS": "_optimizers",
+    "make_optimizer": "_optimizers",
+    "ProgressBar": "_progress",
+    "SyncReport": "_trainer",
+    "Trainer": "_trainer",
+    "TrainerSettings": "_trainer",
+    "TrainingOutcome": "_trainer",
+}
 
 __all__ = [
     "DIVERGED",
     "DIVERGED_STATUS",
+    "HISTORY_ARRAYS",
+    "HISTORY_FILE",
+    "INTERRUPTED",
+    "MEMBER_STATUSES",
     "OK",
     "OPTIMIZERS",
+    "PDF_ARRAYS",
+    "PDF_FILE",
     "POSITIVITY_VETO",
+    "RESULTS_FILE",
+    "RUNCARD_FILE",
     "RUNNING",
     "STOPPED",
     "FitResult",
@@ -60,3 +102,11 @@ __all__ = [
     "usable_starts",
     "write_fit",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TENSORFLOW:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_TENSORFLOW[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

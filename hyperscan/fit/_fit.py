@@ -10,6 +10,14 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import Problem, experimental_chi2, load_problem
+from hyperscan.fit._format import (
+    DIVERGED,
+    DIVERGED_STATUS,
+    INTERRUPTED,
+    OK,
+    POSITIVITY_VETO,
+    RUNNING,
+)
 from hyperscan.fit._members import (
     MemberSpec,
     build_members,
@@ -17,7 +25,6 @@ from hyperscan.fit._members import (
     redrawn_weights,
 )
 from hyperscan.fit._trainer import (
-    DIVERGED,
     DIVERGENCE_REASONS,
     SyncReport,
     Trainer,
@@ -26,7 +33,6 @@ from hyperscan.fit._trainer import (
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
 from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL, FitRuncard
 
-OK, POSITIVITY_VETO, DIVERGED_STATUS = "ok", "pos-veto", "diverged"
 #: Replacement starts tried for a member whose initial loss is already past divergence.max_loss.
 MAX_REDRAWS = 10
 CATEGORY_NAMES = {TRAINING: "training", VALIDATION: "validation", HELD_OUT: "held_out"}
@@ -43,7 +49,7 @@ class FitResult:
 
     replicas: np.ndarray  # (M,)
     folds: np.ndarray  # (M,) -1 when nothing is held out
-    status: list[str]  # ok | pos-veto | diverged
+    status: list[str]  # ok | pos-veto | diverged | interrupted (MEMBER_STATUSES)
     best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity and the χ² threshold
     stop_epoch: np.ndarray  # (M,) -1 when the member ran until the last epoch
     divergence: list[str]  # why each diverged member diverged, "" for the others
@@ -142,11 +148,7 @@ def run_fit(
     observables = model.observables(final)
     points = model.points_per_category
     chi2 = observables.chi2.numpy() / np.maximum(points, 1)
-    has_best = outcome.best_step >= 0  # passed positivity and the χ² threshold once
-    status = [
-        DIVERGED_STATUS if s == DIVERGED else (OK if ok else POSITIVITY_VETO)
-        for s, ok in zip(outcome.status, has_best, strict=True)
-    ]
+    status = member_status(outcome.status, outcome.best_step, outcome.interrupted)
     experimental, per_dataset = experimental_chi2(problem, model.predictions(final).numpy())
     pdf_x = output_xgrid()
     return FitResult(
@@ -177,6 +179,21 @@ def run_fit(
         history=outcome.history,
         redraws=redraws,
     )
+
+
+def member_status(training: np.ndarray, best_step: np.ndarray, interrupted: bool) -> list[str]:
+    """Each member's status from its training state and best step. A member still training
+    without a best step when the fit was interrupted is `interrupted`, not `pos-veto`: it was
+    cut short, not found wanting (a member with a best step is ok, whenever it stopped)."""
+
+    def status(state: int, best: int) -> str:
+        if state == DIVERGED:
+            return DIVERGED_STATUS
+        if best >= 0:  # passed positivity and the χ² threshold once
+            return OK
+        return INTERRUPTED if interrupted and state == RUNNING else POSITIVITY_VETO
+
+    return [status(s, b) for s, b in zip(training, best_step, strict=True)]
 
 
 def usable_starts(

@@ -1,4 +1,7 @@
-"""Writing a fit's results: all files appear at once or not at all."""
+"""Writing a fit's results: all files appear at once or not at all.
+
+No TensorFlow here (a FitResult is only read): the format is ``_format``'s.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +11,26 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
-from hyperscan.fit._fit import DIVERGED_STATUS, OK, POSITIVITY_VETO, FitResult
+from hyperscan.fit._format import (
+    DIVERGED_STATUS,
+    HISTORY_FILE,
+    INTERRUPTED,
+    OK,
+    PDF_FILE,
+    POSITIVITY_VETO,
+    RESULTS_FILE,
+    RUNCARD_FILE,
+)
 
-RESULTS_FILE = "results.json"
-PDF_FILE = "pdfs.npz"
-HISTORY_FILE = "history.npz"
-RUNCARD_FILE = "runcard.yml"
+if TYPE_CHECKING:
+    from hyperscan.fit._fit import FitResult
 
 
 class ResultsKeptError(Exception):
@@ -138,12 +149,13 @@ def _move_into_place(staging: Path, outdir: Path) -> None:
 
 
 def summary(result: FitResult) -> str:
-    """A few lines for a person: counts by status and χ² per point across members."""
+    """A few lines for a person: counts by status and χ² per point across members. The count
+    of interrupted members appears when the fit was interrupted, and says that it was."""
     lines = [
         f"{result.n_members} members, {result.steps} steps in {result.seconds:.1f} s: "
         f"{result.count(OK)} ok, {result.count(POSITIVITY_VETO)} pos-veto, "
         f"{result.count(DIVERGED_STATUS)} diverged"
-        + (" (interrupted)" if result.interrupted else ""),
+        + (f", {result.count(INTERRUPTED)} interrupted" if result.interrupted else ""),
     ]
     lines += _folds_lines(result)
     ok = np.array([s == OK for s in result.status])

@@ -9,7 +9,8 @@ from typing import TextIO
 import numpy as np
 from tqdm import tqdm
 
-from hyperscan.fit._trainer import RUNNING, SyncReport
+from hyperscan.fit._format import RUNNING
+from hyperscan.fit._trainer import SyncReport
 from hyperscan.model import VALIDATION
 
 #: In a batch log (the stream is not a terminal) a bar would pile its redraws onto one line of

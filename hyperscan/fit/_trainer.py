@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
+from hyperscan.fit._format import DIVERGED, RUNNING, STOPPED
 from hyperscan.fit._optimizers import (
     clip_per_variable,
     make_optimizer,
@@ -18,7 +19,6 @@ from hyperscan.fit._optimizers import (
 from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
 from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL
 
-RUNNING, STOPPED, DIVERGED = 0, 1, 2
 # Why a member diverged, recorded on device with its status.
 DIVERGENCE_REASONS = {
     1: "non-finite loss",

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from hyperscan.report._fit_plots import FitOutput, FitPlotError, load_fit, plot_fit
 
 if TYPE_CHECKING:
-    from hyperscan.report._study_report import ReportError, study_report
+    from hyperscan.report._study import ReportError, study_report
 
 __all__ = ["FitOutput", "FitPlotError", "ReportError", "load_fit", "plot_fit", "study_report"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("ReportError", "study_report"):
-        from hyperscan.report import _study_report
+        from hyperscan.report import _study
 
-        return getattr(_study_report, name)
+        return getattr(_study, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,8 +9,9 @@ truth of a closure fit is :func:`hyperscan.data.toy_pdf`: the closure data of bo
 predictions of the normalised toy PDF (level 1 only adds one fluctuation to the data, not to
 the truth).
 
-Bands are over the members with status ``ok``, as NNPDF discards replicas that fail
-positivity; members excluded are counted in the figures.
+The format (file names, arrays, member statuses) is :mod:`hyperscan.fit`'s, which loads
+without TensorFlow. Bands are over the members with status ``ok``, as NNPDF discards replicas
+that fail positivity; members excluded are counted in the figures.
 """
 
 from __future__ import annotations
@@ -31,6 +32,17 @@ from matplotlib.ticker import NullFormatter
 
 from hyperscan._files import umask
 from hyperscan.data import FIT_BASIS, closure_problem, flavour_combination, toy_pdf
+from hyperscan.fit import (
+    DIVERGED,
+    HISTORY_FILE,
+    INTERRUPTED,
+    OK,
+    PDF_FILE,
+    POSITIVITY_VETO,
+    RESULTS_FILE,
+    RUNCARD_FILE,
+    RUNNING,
+)
 from hyperscan.report._style import BAND, HELD_OUT, TRUTH, new_figure, png_bytes, style, wants_log
 
 __all__ = [
@@ -46,13 +58,6 @@ __all__ = [
     "pdf_overview_figure",
     "plot_fit",
 ]
-
-# The names hyperscan.fit writes (hyperscan.fit imports TensorFlow, which plotting does not
-# need; a test checks the names agree).
-RESULTS_FILE = "results.json"
-PDF_FILE = "pdfs.npz"
-HISTORY_FILE = "history.npz"
-RUNCARD_FILE = "runcard.yml"
 
 EVOLUTION = "evolution"
 PHYSICAL = "physical"
@@ -76,7 +81,6 @@ _LABELS = {
     "c": "$c = \\bar c$",
 }
 _CATEGORIES = ("training", "validation", "held-out")
-_RUNNING, _STOPPED, _DIVERGED = 0, 1, 2  # history.npz status codes (hyperscan.fit._trainer)
 _X_AXIS = "$x$"
 
 
@@ -100,7 +104,7 @@ class FitOutput:
     x: np.ndarray  # (n_x,)
     xf: np.ndarray  # (M, n_x, 8) in FIT_BASIS
     replicas: np.ndarray  # (M,)
-    status: tuple[str, ...]  # (M,) ok, pos-veto, diverged
+    status: tuple[str, ...]  # (M,) one of hyperscan.fit.MEMBER_STATUSES each
     members: list[dict[str, Any]]  # results.json members
     runcard: dict[str, Any]  # runcard.yml as written
     history: dict[str, np.ndarray] | None = None  # step (S,), chi2_per_point (S, M, 3), status
@@ -125,11 +129,12 @@ class FitOutput:
 
     @property
     def used(self) -> np.ndarray:
-        """(M,) members in the bands: status ok with finite PDFs; if none is, the pos-veto
-        ones (trained, if not positive), and the diverged ones only if nothing else is left."""
+        """(M,) members in the bands: status ok with finite PDFs; if none is, the pos-veto and
+        interrupted ones (trained, if not yet or never positive), and the diverged ones only if
+        nothing else is left."""
         finite = np.isfinite(self.xf).all(axis=(1, 2))
-        for wanted in ("ok", "pos-veto"):
-            chosen = finite & np.array([s == wanted for s in self.status], dtype=bool)
+        for wanted in ({OK}, {POSITIVITY_VETO, INTERRUPTED}):
+            chosen = finite & np.array([s in wanted for s in self.status], dtype=bool)
             if chosen.any():
                 return chosen
         return finite
@@ -149,7 +154,7 @@ class FitOutput:
         used = int(self.used.sum())
         excluded = [s for s, u in zip(self.status, self.used, strict=True) if not u]
         text = f"{used} of {self.n_members} members"
-        if "ok" not in self.status:
+        if OK not in self.status:
             text = f"no member ok: {text}"
         if excluded:
             counts = {s: excluded.count(s) for s in dict.fromkeys(excluded)}
@@ -537,8 +542,8 @@ def history_figure(fit: FitOutput) -> Figure:
     figure = new_figure(4.6 * len(shown) + 0.6, 4.4)
     axes = np.atleast_1d(figure.subplots(1, len(shown), sharey=True))
     # A member's curve ends at the sync where it stopped or diverged.
-    before = np.vstack([np.full((1, status.shape[1]), _RUNNING), status[:-1]])
-    live = before == _RUNNING
+    before = np.vstack([np.full((1, status.shape[1]), RUNNING), status[:-1]])
+    live = before == RUNNING
     many = chi2.shape[1] > 10
     colours = [f"C{m % 10}" for m in range(chi2.shape[1])]
     for ax, category in zip(axes, shown, strict=True):
@@ -558,7 +563,7 @@ def history_figure(fit: FitOutput) -> Figure:
                 marker="o" if steps.size == 1 else None,  # a line of one point shows nothing
                 ms=3,
             )
-            diverged = np.flatnonzero(status[:, m] == _DIVERGED)
+            diverged = np.flatnonzero(status[:, m] == DIVERGED)
             if diverged.size:
                 s = diverged[0]
                 y = values[s, m] if np.isfinite(values[s, m]) else np.nanmax(values)
@@ -579,7 +584,7 @@ def history_figure(fit: FitOutput) -> Figure:
         ax.set_title(f"{_CATEGORIES[category]} $\\chi^2$ per point")
     axes[0].set_ylabel(r"$\chi^2 / N_\mathrm{dat}$")
     axes[-1].plot([], [], marker="o", ms=4.5, ls="", color="0.6", mec="k", label="best step")
-    if (status == _DIVERGED).any():
+    if (status == DIVERGED).any():
         axes[-1].plot([], [], marker="x", ms=8, mew=2, ls="", color="#d62728", label="diverged")
     axes[-1].legend(loc="upper right", ncols=2 if not many and chi2.shape[1] > 5 else 1)
     every = fit.steps_per_call

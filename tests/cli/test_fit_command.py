@@ -222,6 +222,11 @@ def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
     assert document["interrupted"] is True
     assert 0 < document["steps"] < card["epochs"]
     assert document["steps"] % card["training"]["steps_per_call"] == 0  # stopped at a sync
+    # Every member was still training (patience 1.0): cut short, none vetoed by positivity.
+    statuses = [member["status"] for member in document["members"]]
+    assert set(statuses) <= {"ok", "interrupted"}, statuses
+    counts = f"{statuses.count('ok')} ok, 0 pos-veto, 0 diverged, "
+    assert counts + f"{statuses.count('interrupted')} interrupted" in stdout
 
 
 def test_a_second_ctrl_c_aborts_with_130_and_nothing_written(tmp_path, monkeypatch):

@@ -13,6 +13,9 @@ import pytest
 
 from hyperscan.data import FIT_BASIS, load_problem, replica_data
 from hyperscan.fit import (
+    DIVERGED,
+    RUNNING,
+    STOPPED,
     build_members,
     member_specs,
     run_fit,
@@ -20,6 +23,7 @@ from hyperscan.fit import (
     summary,
     trainer_settings,
 )
+from hyperscan.fit._fit import member_status
 from hyperscan.model import HELD_OUT
 
 
@@ -166,6 +170,48 @@ def test_a_stop_asked_at_the_last_sync_is_not_an_interruption(make_card):
     assert at_the_end.steps == card.epochs and not at_the_end.interrupted
     at_once = run_fit(card, on_sync=lambda report: True)
     assert at_once.steps == 20 and at_once.interrupted
+
+
+def test_members_still_training_when_interrupted_are_interrupted_not_vetoed(make_card):
+    """Ctrl-C at 3,300 of 40,000 epochs said "2 ok, 2 pos-veto": the members without a best
+    step yet were cut short, not found wanting. A member with a best step is ok, and one that
+    ran to the end without one is still pos-veto."""
+    card = make_card(
+        replicas=[1, 2],
+        epochs=40,
+        optimizer={"name": "sgd", "clipnorm": None},
+        stopping={"patience": 1.0},
+        training={"steps_per_call": 20, "jit": False},
+    )
+    negative = _constant_pdf_weights(card, sigma_bias=-1.0, gluon_bias=1.0)
+    positive = _constant_pdf_weights(card, sigma_bias=1.0, gluon_bias=1.0)
+    params = [np.concatenate([n, p]) for n, p in zip(negative, positive, strict=True)]
+    settings = _settings(card, learning_rate=np.array([0.0, 0.0]))
+    cut = run_fit(card, settings=settings, initial_params=params, on_sync=lambda report: True)
+    assert cut.interrupted and cut.steps == 20
+    assert cut.status == ["interrupted", "ok"]
+    assert "1 ok, 0 pos-veto, 0 diverged, 1 interrupted" in summary(cut).splitlines()[0]
+    whole = run_fit(card, settings=settings, initial_params=params)
+    assert whole.status == ["pos-veto", "ok"]
+    assert summary(whole).splitlines()[0].endswith("1 ok, 1 pos-veto, 0 diverged")
+
+
+def test_only_members_still_training_at_an_interruption_are_interrupted():
+    """A member that stopped or diverged before the interruption keeps its status."""
+    training = np.array([RUNNING, RUNNING, STOPPED, DIVERGED])
+    best = np.array([-1, 12, -1, -1])
+    assert member_status(training, best, interrupted=True) == [
+        "interrupted",
+        "ok",
+        "pos-veto",
+        "diverged",
+    ]
+    assert member_status(training, best, interrupted=False) == [
+        "pos-veto",
+        "ok",
+        "pos-veto",
+        "diverged",
+    ]
 
 
 @pytest.mark.parametrize("second_aborts", [False, True])

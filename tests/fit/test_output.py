@@ -4,11 +4,24 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
-from hyperscan.fit import ResultsKeptError, run_fit, write_fit
-from hyperscan.fit._output import RESULTS_FILE
+from hyperscan.fit import (
+    HISTORY_ARRAYS,
+    HISTORY_FILE,
+    MEMBER_STATUSES,
+    PDF_ARRAYS,
+    PDF_FILE,
+    RESULTS_FILE,
+    RUNCARD_FILE,
+    ResultsKeptError,
+    run_fit,
+    write_fit,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +64,34 @@ def test_a_folder_that_cannot_be_replaced_is_left_as_it_was(result, tmp_path, mo
     assert (outdir / "old").read_text() == "old results"
     assert _steps(info.value.kept) == result.steps
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", info.value.kept.name])
+
+
+def test_the_folder_holds_what_the_format_declares(result, tmp_path):
+    """The writer and the readers share one declaration of the format: the files, the arrays
+    of each archive and the member statuses are those it names."""
+    outdir = tmp_path / "out"
+    write_fit(result, "epochs: 50\n", outdir)
+    assert sorted(p.name for p in outdir.iterdir()) == sorted(
+        [RESULTS_FILE, PDF_FILE, HISTORY_FILE, RUNCARD_FILE]
+    )
+    with np.load(outdir / PDF_FILE) as pdfs:
+        assert sorted(pdfs.files) == sorted(PDF_ARRAYS)
+        assert set(pdfs["status"]) <= set(MEMBER_STATUSES)
+    with np.load(outdir / HISTORY_FILE) as history:
+        assert sorted(history.files) == sorted(HISTORY_ARRAYS)
+    members = json.loads((outdir / RESULTS_FILE).read_text())["members"]
+    assert {member["status"] for member in members} <= set(MEMBER_STATUSES)
+
+
+def test_the_format_and_the_writer_load_without_tensorflow():
+    """Readers of a fit folder import the format from hyperscan.fit: that must not cost them
+    TensorFlow's seconds and hundreds of MB; the fit itself loads it on first use."""
+    code = (
+        "import sys\n"
+        "from hyperscan.fit import RESULTS_FILE, MEMBER_STATUSES, summary, write_fit\n"
+        "assert 'tensorflow' not in sys.modules, 'the format imported tensorflow'\n"
+        "from hyperscan.fit import run_fit\n"
+        "assert 'tensorflow' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -7,6 +7,8 @@ import io
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +20,11 @@ from PIL import Image
 
 from hyperscan.cli import main
 from hyperscan.data import FIT_BASIS, toy_pdf
+from hyperscan.fit import HISTORY_FILE, PDF_FILE, RESULTS_FILE, RUNCARD_FILE
 from hyperscan.report import load_fit
 from hyperscan.report._fit_plots import (
-    HISTORY_FILE,
-    PDF_FILE,
     PHYSICAL,
     PHYSICAL_PLOTTED,
-    RESULTS_FILE,
-    RUNCARD_FILE,
     dataset_chi2_figure,
     fit_figures,
     history_figure,
@@ -79,15 +78,17 @@ def fitdir(tmp_path_factory):
     return outdir
 
 
-def test_file_names_are_those_a_fit_writes():
-    from hyperscan.fit import _output
-
-    assert (RESULTS_FILE, PDF_FILE, HISTORY_FILE, RUNCARD_FILE) == (
-        _output.RESULTS_FILE,
-        _output.PDF_FILE,
-        _output.HISTORY_FILE,
-        _output.RUNCARD_FILE,
+def test_the_report_layer_loads_without_tensorflow():
+    """The plots read the format hyperscan.fit declares, and the study report the scan
+    service: neither needs TensorFlow (seconds, hundreds of MB), nor may import it."""
+    code = (
+        "import sys\n"
+        "from hyperscan.report import load_fit, plot_fit, study_report, ReportError\n"
+        "import hyperscan.report._fit_plots\n"
+        "assert 'tensorflow' not in sys.modules, 'the report layer imported tensorflow'\n"
     )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_plot_writes_every_png_and_none_is_blank(fitdir, tmp_path):
@@ -192,6 +193,30 @@ def test_with_no_member_ok_the_pos_veto_ones_are_shown_and_said_to_be(fitdir, tm
     assert fit.members_note() == "no member ok: 2 of 3 members (excluded: 1 diverged)"
     with style():
         assert "no member ok" in pdf_overview_figure(fit).get_suptitle()
+
+
+@pytest.mark.parametrize(
+    ("statuses", "used", "note"),
+    [
+        (("ok", "interrupted", "interrupted"), [True, False, False], "1 of 3 members"),
+        (("interrupted", "diverged", "pos-veto"), [True, False, True], "no member ok: 2 of 3"),
+    ],
+)
+def test_interrupted_members_are_counted_as_such(fitdir, tmp_path, statuses, used, note):
+    """Members still training when the fit was interrupted are named so in the figures; with
+    no member ok they are in the bands, as pos-veto ones are (trained, not yet positive)."""
+    copy = tmp_path / "fit"
+    shutil.copytree(fitdir, copy)
+    arrays = _pdf_arrays(copy)
+    arrays["status"] = np.array(statuses)
+    np.savez(copy / PDF_FILE, **arrays)
+    fit = load_fit(copy)
+    assert fit.used.tolist() == used
+    excluded = [s for s, u in zip(statuses, used, strict=True) if not u]
+    assert fit.members_note().startswith(note)
+    assert f"(excluded: {len(excluded)} {excluded[0]})" in fit.members_note()
+    with style():
+        assert fit.members_note() in pdf_overview_figure(fit).get_suptitle()
 
 
 def _kfold_copy(fitdir, tmp_path, folds, held_out):

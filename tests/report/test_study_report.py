@@ -20,15 +20,10 @@ from optuna.trial import TrialState
 from PIL import Image
 
 from hyperscan.cli import main
-from hyperscan.report._study_report import (
-    _real_sets,
-    _Trials,
-    _varying_parameters,
-    history_figure,
-    spread_figure,
-    study_report,
-    throughput_figure,
-)
+from hyperscan.report import study_report
+from hyperscan.report._study.figures import history_figure, spread_figure, throughput_figure
+from hyperscan.report._study.tables import real_sets
+from hyperscan.report._study.trials import TrialRecord, Trials, varying_parameters
 from hyperscan.runcard import parse_scan_runcard
 from hyperscan.scan import create_study, load_study, open_storage, summary, trial_value
 
@@ -260,7 +255,7 @@ def test_failed_trials_say_why_and_do_not_count_as_finished(tmp_path):
     text = study_report(study, storage)
     assert "its worker was stopped; re-queued as trial 3" in text
     assert "failed, not re-queued (its worker stopped, died or met an error" in text
-    figure = throughput_figure(_Trials(study.get_trials()), datetime.datetime.now())
+    figure = throughput_figure(Trials.of(study.get_trials()), datetime.datetime.now())
     (finished,) = [line for line in figure.axes[1].get_lines() if line.get_label() == "all workers"]
     assert list(finished.get_ydata()) == [0, 1]  # the complete trial, not the failed ones
 
@@ -271,9 +266,9 @@ def test_real_data_counts_the_selected_sets():
         "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA]}\n"
         "scan: {space: {activation: [tanh]}}\n"
     )
-    assert _real_sets(parse_scan_runcard(text)) == 2
+    assert real_sets(parse_scan_runcard(text)) == 2
     assert (
-        _real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
+        real_sets(parse_scan_runcard("data: {real: {}}\nscan: {space: {activation: [tanh]}}\n"))
         == 7
     )
 
@@ -323,7 +318,7 @@ def test_history_reaches_the_last_trashed_trial(tmp_path):
     trial with a value is still inside the axis; trial numbers are whole ticks."""
     states = [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED, TrialState.PRUNED]
     storage = build_study(tmp_path / "h.journal", "late", states)  # 2 pruned, 3 trashed
-    trials = _Trials(load_study(open_storage(storage), "late").get_trials())
+    trials = Trials.of(load_study(open_storage(storage), "late").get_trials())
     assert [t.number for t in trials.trashed] == [3]
     figures = [history_figure(trials, "value"), spread_figure(trials, "validation", "value")]
     low, high = figures[0].axes[0].get_xlim()
@@ -410,9 +405,10 @@ def test_varying_parameters_reads_each_trial_once(monkeypatch):
         "params",
         property(lambda trial: reads.append(1) or params.fget(trial), params.fset),
     )
-    assert _varying_parameters(trials) == {"layers", "units_1", "units_2"}
+    records = [TrialRecord.of(trial) for trial in trials]
+    assert varying_parameters(records) == {"layers", "units_1", "units_2"}
     assert len(reads) == len(trials)
-    assert _varying_parameters(trials[:300:2]) == set()  # units_1 = 8 in every even trial
+    assert varying_parameters(records[:300:2]) == set()  # units_1 = 8 in every even trial
 
 
 def test_worker_strip_draws_a_collection_per_worker(tmp_path):
@@ -420,7 +416,7 @@ def test_worker_strip_draws_a_collection_per_worker(tmp_path):
     coloured by its state: an artist per trial took 3 s to build and draw for 3,000 trials."""
     storage = build_study(tmp_path / "h.journal", "strip", mixed_states(40))
     trials = load_study(open_storage(storage), "strip").get_trials()
-    top = throughput_figure(_Trials(trials), datetime.datetime.now()).axes[0]
+    top = throughput_figure(Trials.of(trials), datetime.datetime.now()).axes[0]
     assert not top.patches
     assert len(top.collections) == len(WORKERS)
     assert sum(len(c.get_paths()) for c in top.collections) == len(trials)

@@ -298,6 +298,28 @@ def test_pos_veto_replicas_trash_a_trial_only_past_max_pos_veto(
         assert trial.value == pytest.approx(0.04 * 1.01)  # the vetoed replica's χ² counts
 
 
+def test_interrupted_members_are_not_pos_veto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fit cut short (by the pruner, say) leaves its members without a best step yet
+    `interrupted`: cut short, not vetoed, so even `max_pos_veto: 0` does not trash the trial
+    for them, and the trial's `fit` attribute counts no pos-veto member."""
+
+    def cut_short(card: FitRuncard, **kwargs: object) -> FitResult:
+        result = fake_fit(card, **kwargs)
+        result.status[1] = "interrupted"
+        result.best_epoch[1] = -1
+        result.interrupted = True
+        return result
+
+    monkeypatch.setattr(objective_module, "run_fit", cut_short)
+    card = CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 0, max_pos_veto: 0")
+    study = optuna.create_study()
+    study.enqueue_trial({X: 0.5, Y: 0.3})
+    study.optimize(Objective(parse_scan_runcard(card, "toy-scan.yml"), None, threading.Event()), 1)
+    (trial,) = study.trials
+    assert trial.user_attrs["fit"]["pos_veto"] == 0
+    assert trial.state == TrialState.COMPLETE and trashed(trial) is None
+
+
 def test_drawn_values_that_break_the_runcard_together_trash_the_trial() -> None:
     """Each end of each range passes alone, so the study is created; a trial whose values
     break a rule together is trashed with the rule, and the worker goes on."""
