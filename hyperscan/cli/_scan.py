@@ -199,10 +199,11 @@ def study_copy(
     """
     quiet_optuna()
     from hyperscan.scan import copy_study, counts_line, explained_storage_errors, redact
+    from hyperscan.scan.storage import study_storage
 
     try:
         copied = copy_study(source, target, name, new_name, grace_period=grace_period)
-        with explained_storage_errors(copied._storage):  # the copy's trials, read back
+        with explained_storage_errors(study_storage(copied)):  # the copy's trials, read back
             counts = counts_line(copied)
     except _scan_errors() as error:
         fail(str(error))

@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import create_study
-from hyperscan.scan._storage import (
+from hyperscan.scan.storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
     HeartbeatJournalStorage,
@@ -58,7 +58,7 @@ TINY_SCAN = {
 SLEEPER = """
 import sys, time
 import optuna
-from hyperscan.scan._storage import load_study, open_storage
+from hyperscan.scan.storage import load_study, open_storage
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 study = load_study(open_storage(sys.argv[1], heartbeat_interval=1, grace_period=3), "s")
 def objective(trial):
