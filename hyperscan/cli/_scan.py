@@ -152,11 +152,14 @@ def study_list(storage: str | None) -> None:
     """The studies in the storage: each one's trials by state, budget and best value."""
     quiet_optuna()
     from hyperscan.scan import explained_storage_errors, open_storage, studies_text
+    from hyperscan.scan.storage import NoSchemaError
 
     try:
         handle = open_storage(storage)
         with explained_storage_errors(handle):
             text = studies_text(handle)
+    except NoSchemaError as error:  # a database nobody has created a study in: as an empty journal
+        text = f"no studies in {error.url}"
     except _scan_errors() as error:
         fail(str(error))
     click.echo(text)

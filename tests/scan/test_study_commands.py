@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import optuna
 import pytest
+import sqlalchemy
 from _service import TINY_SCAN, assert_clean_failure, cli, create, scan_card, snapshot, write_card
 from optuna.trial import TrialState
 
@@ -100,3 +101,24 @@ def test_study_list_gives_each_study_of_the_storage_in_a_line(url, tmp_path):
         "  b: no trials (0 of 9 finished)\n"
         "  o: 1 complete (no hyperscan runcard)\n"
     )
+
+
+def test_study_list_of_a_database_without_studies_says_there_are_none(postgres_url, tmp_path):
+    """A PostgreSQL database that no `study create` has given Optuna's tables holds no
+    studies, as an empty journal holds none: `study list` says so (never the password) and
+    creates nothing, while a command that needs a study still says to create one first."""
+    journal = tmp_path / "empty.journal"
+    journal.touch()
+    listed = cli("study", "list", "--storage", journal)
+    assert listed.stdout == f"no studies in {redact(resolve_url(str(journal)))}\n"
+
+    # trust authentication: the server ignores the password
+    url = sqlalchemy.engine.make_url(postgres_url).set(password="s3cret")
+    url = url.render_as_string(hide_password=False)
+    listed = cli("study", "list", "--storage", url)
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout == f"no studies in {redact(resolve_url(url))}\n"
+    assert "s3cret" not in listed.output
+    assert snapshot(url) == {}  # not even the schema
+    status = cli("study", "status", "--study", "s", "--storage", url)
+    assert "no hyperscan/Optuna schema in this database" in assert_clean_failure(status)
