@@ -152,11 +152,14 @@ def study_list(storage: str | None) -> None:
     """The studies in the storage: each one's trials by state, budget and best value."""
     quiet_optuna()
     from hyperscan.scan import explained_storage_errors, open_storage, studies_text
+    from hyperscan.scan.storage import NoSchemaError
 
     try:
         handle = open_storage(storage)
         with explained_storage_errors(handle):
             text = studies_text(handle)
+    except NoSchemaError as error:  # a database nobody has created a study in: as an empty journal
+        text = f"no studies in {error.url}"
     except _scan_errors() as error:
         fail(str(error))
     click.echo(text)
@@ -199,10 +202,11 @@ def study_copy(
     """
     quiet_optuna()
     from hyperscan.scan import copy_study, counts_line, explained_storage_errors, redact
+    from hyperscan.scan.storage import study_storage
 
     try:
         copied = copy_study(source, target, name, new_name, grace_period=grace_period)
-        with explained_storage_errors(copied._storage):  # the copy's trials, read back
+        with explained_storage_errors(study_storage(copied)):  # the copy's trials, read back
             counts = counts_line(copied)
     except _scan_errors() as error:
         fail(str(error))

@@ -27,7 +27,20 @@ from hyperscan.scan._status import (
     status_text,
     studies_text,
 )
-from hyperscan.scan._storage import (
+from hyperscan.scan._study import (
+    RUNCARD_ATTR,
+    Creation,
+    ScanError,
+    StudySetup,
+    check_new_study,
+    check_runcard,
+    checked_data,
+    create_study,
+    open_study,
+    study_problem,
+)
+from hyperscan.scan._trial_attrs import last_report, requeued, trashed, worker_id
+from hyperscan.scan.storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
     StorageError,
@@ -42,19 +55,6 @@ from hyperscan.scan._storage import (
     storage_url,
     study_names,
 )
-from hyperscan.scan._study import (
-    RUNCARD_ATTR,
-    Creation,
-    ScanError,
-    StudySetup,
-    check_new_study,
-    check_runcard,
-    checked_data,
-    create_study,
-    open_study,
-    study_problem,
-)
-from hyperscan.scan._trial_attrs import last_report, requeued, trashed, worker_id
 
 if TYPE_CHECKING:
     from hyperscan.scan._objective import Objective, WorkerStopping

@@ -13,9 +13,10 @@ from contextlib import suppress
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan.scan._storage import (
-    _errors_described,
+from hyperscan.scan._study import ScanError
+from hyperscan.scan.storage import (
     describe_error,
+    errors_described,
     fail_stale_trials,
     load_study,
     open_storage,
@@ -23,7 +24,6 @@ from hyperscan.scan._storage import (
     storage_url,
     study_names,
 )
-from hyperscan.scan._study import ScanError
 
 
 def copy_study(
@@ -50,7 +50,7 @@ def copy_study(
         raise ScanError("source and destination are the same study; give another --as NAME")
     source = open_storage(source_url, heartbeat_interval=1, grace_period=grace_period)
     study = load_study(source, name)
-    with _errors_described(from_url):
+    with errors_described(from_url):
         # Else a dead worker's trial in a study whose budget the others spent stays RUNNING,
         # and no worker comes to fail it. Not re-queued: the copy's next worker draws a trial
         # of its own if the budget still needs one.
@@ -70,7 +70,7 @@ def copy_study(
     # Through memory: the source is read whole before the destination is written, so that
     # a failure of either is told with its own URL.
     held = optuna.storages.InMemoryStorage()
-    with _errors_described(from_url):
+    with errors_described(from_url):
         optuna.copy_study(from_study_name=name, from_storage=source, to_storage=held)
     try:
         optuna.copy_study(

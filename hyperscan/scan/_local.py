@@ -14,8 +14,14 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan.scan._status import state_counts
-from hyperscan.scan._storage import STORAGE_ENV, describe_error, resolve_url, transient_error
 from hyperscan.scan._trial_attrs import repeated, requeued, trashed
+from hyperscan.scan.storage import (
+    STORAGE_ENV,
+    describe_error,
+    resolve_url,
+    transient_error,
+    trial_id,
+)
 
 POLL_SECONDS = 1.0
 
@@ -37,7 +43,7 @@ def trial_line(trial: optuna.trial.FrozenTrial, with_params: bool = True) -> str
 
 def trial_start_line(trial: optuna.Trial, params: dict) -> str:
     """The line a worker prints as it starts a trial: a long fit's log is not silent."""
-    system_attrs = trial.storage.get_trial_system_attrs(trial._trial_id)
+    system_attrs = trial.storage.get_trial_system_attrs(trial_id(trial))
     repeats = repeated(trial.user_attrs, system_attrs)
     again = f" (retry of trial {repeats[0]})" if repeats is not None else ""
     return f"trial {trial.number} started{again}: {params}"

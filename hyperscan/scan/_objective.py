@@ -32,6 +32,7 @@ from hyperscan.scan._trial_attrs import (
     WORKER_ATTR,
     worker_id,
 )
+from hyperscan.scan.storage import trial_id
 
 
 class WorkerStopping(Exception):
@@ -59,7 +60,7 @@ class Objective:
         self.last_trial_id: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
-        self.last_trial_id = trial._trial_id  # for the worker to re-queue after an outage
+        self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = suggest(trial, self.runcard.scan)
         if self.on_start is not None:

@@ -11,9 +11,15 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.scan._storage import load_study, stale_trial_ids, storage_url, study_names
 from hyperscan.scan._study import StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
+from hyperscan.scan.storage import (
+    load_study,
+    stale_trial_ids,
+    storage_url,
+    study_names,
+    trial_id,
+)
 
 
 def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:
@@ -80,7 +86,7 @@ def status_text(setup: StudySetup) -> str:
         for trial in running:
             worker = trial.user_attrs.get(WORKER_ATTR, "?")
             line = f"  trial {trial.number} on {worker}, started {_age(trial, now)} ago"
-            if trial._trial_id in lost:
+            if trial_id(trial) in lost:
                 line += (
                     ": no heartbeat for the grace period, its worker is lost (the next worker "
                     "started on the study fails it)"

@@ -21,9 +21,9 @@ from hyperscan.runcard import (
     joint_space_problems,
     parse_scan_runcard,
 )
-from hyperscan.scan._storage import (
-    _errors_described,
+from hyperscan.scan.storage import (
     describe_error,
+    errors_described,
     load_study,
     storage_url,
     study_names,
@@ -188,7 +188,7 @@ def create_study(
             raise describe_error(error, url) from error
         else:
             try:
-                with _errors_described(url):
+                with errors_described(url):
                     study.set_user_attr(RUNCARD_ATTR, text)
                     study.set_user_attr(FINGERPRINT_ATTR, problem.fingerprint())
                     study.set_user_attr(VERSION_ATTR, __version__)
@@ -201,12 +201,12 @@ def create_study(
                 raise
             return study, Creation(created=True)
     study = load_study(storage, name)
-    with _errors_described(url):
+    with errors_described(url):
         stored = _stored_runcard(study.user_attrs.get(RUNCARD_ATTR))
     if stored == runcard:
         return study, Creation(created=False)
     if stored is not None and _with_budget(stored, runcard.scan.trials) == runcard:
-        with _errors_described(url):
+        with errors_described(url):
             study.set_user_attr(RUNCARD_ATTR, text)
         return study, Creation(created=False, old_budget=stored.scan.trials)
     if stored is None and raced:  # the other process has not written the runcard yet
@@ -267,7 +267,7 @@ def open_study(storage: BaseStorage, name: str) -> StudySetup:
     """Load a study with its runcard (status, export and workers start here)."""
     study = load_study(storage, name)
     url = storage_url(storage)
-    with _errors_described(url):
+    with errors_described(url):
         attrs = study.user_attrs
     text = attrs.get(RUNCARD_ATTR)
     if text is None:

@@ -21,7 +21,9 @@ from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._status import finished_trials
-from hyperscan.scan._storage import (
+from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
+from hyperscan.scan._trial_attrs import requeued as was_requeued
+from hyperscan.scan.storage import (
     describe_error,
     explained_storage_errors,
     fail_stale_trials,
@@ -29,9 +31,8 @@ from hyperscan.scan._storage import (
     requeue_cut_short,
     storage_url,
     transient_error,
+    trial_log,
 )
-from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
-from hyperscan.scan._trial_attrs import requeued as was_requeued
 
 _logger = logging.getLogger(__name__)
 
@@ -254,7 +255,7 @@ def _quiet_stops() -> Iterator[None]:
     """Optuna's log of a trial without the lines of :class:`_QuietStops`, until the worker's
     loop ends, however it ends: a filter left behind would hide the lines of another study's
     trials that share the numbers of this one's."""
-    optuna_log = logging.getLogger("optuna.study._optimize")
+    optuna_log = trial_log()
     quiet = _QuietStops()
     optuna_log.addFilter(quiet)
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from pathlib import Path
 
@@ -50,11 +49,11 @@ def test_an_exportgrid_of_the_toy_pdf_gives_the_toy_predictions():
     assert experimental_chi2(problem, predicted[None])[0][0] < 1e-6
 
 
-def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path):
+def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path, skip_or_fail_on_ci):
     if not (KIT / "runcards" / "hyperopt.yml").exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the n3fit peer kit is missing at {KIT}")
-        pytest.skip(f"no n3fit peer kit at {KIT}")
+        skip_or_fail_on_ci(
+            f"no n3fit peer kit at {KIT}", on_ci=f"the n3fit peer kit is missing at {KIT}"
+        )
     card = load_scan_runcard(_benchmark().hyperscan_scan_card(tmp_path, KIT, trials=3))
     check_new_study(card)  # `hyperscan scan` takes it for a new study
     assert card.scan.trials == 3

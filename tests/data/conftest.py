@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -28,12 +28,9 @@ def closure() -> Callable[..., Problem]:
 
 
 @pytest.fixture(scope="session")
-def real_data_files() -> list[Path]:
+def real_data_files(skip_or_fail_on_ci: Callable[..., NoReturn]) -> list[Path]:
     """The real npz files; missing data fail under CI=true and skip elsewhere."""
     files = sorted(SHARED_DATA.glob("*.npz"))
     if not files:
-        message = f"real-data kit not found at {SHARED_DATA}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail_on_ci(f"real-data kit not found at {SHARED_DATA}")
     return files

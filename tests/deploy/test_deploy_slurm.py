@@ -58,11 +58,12 @@ def test_slurm_script_is_valid_bash(deploy):
     assert not re.search(r"(?m)^\s*(export\s+)?HYPERSCAN_STORAGE=", header)
 
 
-def test_slurm_script_passes_shellcheck(deploy):
+def test_slurm_script_passes_shellcheck(deploy, skip_or_fail_on_ci):
     if shutil.which("shellcheck") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("shellcheck is missing (.ci/run installs it)")
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+        skip_or_fail_on_ci(
+            "shellcheck is not installed (apt-get install shellcheck)",
+            on_ci="shellcheck is missing (.ci/run installs it)",
+        )
     result = subprocess.run(
         ["shellcheck", "--severity=style", str(deploy.slurm_script)],
         capture_output=True,

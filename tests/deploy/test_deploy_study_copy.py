@@ -28,8 +28,9 @@ from hyperscan.scan import (
     resolve_url,
     study_names,
 )
-from hyperscan.scan._storage import HeartbeatJournalStorage, _RDBStorage
 from hyperscan.scan._study import FINGERPRINT_ATTR, RUNCARD_ATTR, VERSION_ATTR
+from hyperscan.scan.storage import HeartbeatJournalStorage
+from hyperscan.scan.storage._rdb import _RDBStorage
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 PARAM = "optimizer.learning_rate"

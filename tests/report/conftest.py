@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
+from typing import NoReturn
 
 import pytest
 from _studies import build_study, mixed_states
@@ -17,14 +18,11 @@ def scan_storage(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def chromium() -> str:
+def chromium(skip_or_fail_on_ci: Callable[..., NoReturn]) -> str:
     """Debian's chromium; skipped where it is missing, except under CI=true (a failure)."""
     from _chromium import find_chromium
 
     path = find_chromium()
     if path is None:
-        message = "chromium is not installed (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail_on_ci("chromium is not installed (apt-get install -y chromium)")
     return path

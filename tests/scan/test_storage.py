@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
@@ -33,10 +34,11 @@ from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import create_study
-from hyperscan.scan._storage import (
+from hyperscan.scan.storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
     HeartbeatJournalStorage,
+    NoSchemaError,
     StorageError,
     describe_error,
     load_study,
@@ -45,6 +47,7 @@ from hyperscan.scan._storage import (
     resolve_url,
     study_names,
 )
+from hyperscan.scan.storage._errors import CAUSES
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -58,7 +61,7 @@ TINY_SCAN = {
 SLEEPER = """
 import sys, time
 import optuna
-from hyperscan.scan._storage import load_study, open_storage
+from hyperscan.scan.storage import load_study, open_storage
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 study = load_study(open_storage(sys.argv[1], heartbeat_interval=1, grace_period=3), "s")
 def objective(trial):
@@ -246,7 +249,7 @@ def test_worker_refuses_missing_journal(tmp_path):
 
 
 def test_worker_refuses_database_without_schema(postgres_url):
-    with pytest.raises(StorageError) as info:
+    with pytest.raises(NoSchemaError) as info:
         open_storage(postgres_url)
     assert "no hyperscan/Optuna schema in this database" in str(info.value)
     assert "run `hyperscan study create` first" in str(info.value)
@@ -538,6 +541,60 @@ def test_describe_error_unwraps_optuna(driver_error, expected):
     assert expected in str(error)
     assert "invalid data in the commit" not in str(error)
     assert "bob:***@db" in str(error)
+
+
+# One error per cause of describe_error's table, in the table's order, and what it is told as.
+ONE_PER_CAUSE = [
+    (sqlite3.OperationalError("database is locked"), "SQLite database is locked by another"),
+    (psycopg2.OperationalError("FATAL:  sorry, too many clients already"), "db:5432 has no free"),
+    (
+        psycopg2.OperationalError('FATAL:  too many connections for role "bob"'),
+        "refuses more connections for role 'bob' (its CONNECTION LIMIT",
+    ),
+    (
+        psycopg2.OperationalError('FATAL:  password authentication failed for user "bob"'),
+        "password authentication failed for user 'bob' at db:5432",
+    ),
+    (psycopg2.OperationalError("no password supplied"), "password authentication failed at db"),
+    (
+        psycopg2.OperationalError('FATAL:  database "nope" does not exist'),
+        "database 'nope' does not exist on db:5432: create it (createdb nope)",
+    ),
+    (psycopg2.OperationalError('FATAL:  role "eve" does not exist'), "(role) 'eve' does not"),
+    (psycopg2.OperationalError("FATAL:  no pg_hba.conf entry for host"), "db:5432 does not accept"),
+    (
+        psycopg2.OperationalError("port 5432 failed: Connection refused"),
+        "connection refused by db:5432: no database server listens there",
+    ),
+    (
+        psycopg2.OperationalError('could not translate host name "db" to address'),
+        "unknown host in db:5432",
+    ),
+    (psycopg2.OperationalError("timeout expired"), "db:5432 is unreachable (no answer within 5 s)"),
+    (psycopg2.errors.UndefinedTable('relation "studies" does not exist'), "no hyperscan/Optuna"),
+    (
+        psycopg2.errors.InsufficientPrivilege("permission denied for table studies\nDETAIL: x"),
+        "lacks a privilege: permission denied for table studies (storage",
+    ),
+    (sqlite3.OperationalError("unable to open database file"), "cannot open the SQLite file"),
+    (json.JSONDecodeError("Expecting value", "x", 0), "the journal file is damaged"),
+    (
+        RuntimeError("The runtime optuna version 5 is no longer compatible with the table schema"),
+        "The runtime optuna version 5 is no longer compatible with the table schema (storage",
+    ),
+    (ValueError("invalid literal for int() with base 10: 'x1'"), "the port 'x1' is not a number"),
+]
+
+
+def test_every_cause_of_the_table_is_told():
+    """No cause is shadowed by an earlier one (the table is read in order), none is untested;
+    a missing schema is told as a NoSchemaError, for `study list` to say "no studies"."""
+    assert len(ONE_PER_CAUSE) == len(CAUSES)
+    for (error, expected), cause in zip(ONE_PER_CAUSE, CAUSES, strict=True):
+        told = describe_error(optuna_wrapped(error), "postgresql://bob:pw@db:5432/scans")
+        assert expected in str(told), cause
+        assert type(told) is cause.error
+    assert [cause.error for cause in CAUSES].count(NoSchemaError) == 1
 
 
 def test_journal_under_a_file_is_explained(tmp_path):

@@ -1,0 +1,231 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Storage failures in plain words.
+
+Optuna re-raises every SQLAlchemy error as "invalid data in the commit, e.g. exceeding max
+length", which is almost never the cause: :func:`describe_error` walks the wrapped exceptions
+and names the first cause that :data:`CAUSES` recognises in them.
+"""
+
+from __future__ import annotations
+
+import errno
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy
+from optuna.storages import BaseStorage
+
+from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S, NO_SCHEMA
+from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
+from hyperscan.scan.storage._url import storage_url
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause recognised by ``pattern`` (searched, ignoring case, in the text of every wrapped
+    exception, then their ``<TypeName>``s and the driver's ``<SQLSTATE code>``), told as
+    ``message`` formatted with the pattern's named groups and ``host`` (the server)."""
+
+    pattern: str
+    message: str
+    error: type[StorageError] = StorageError
+
+
+CAUSES = (
+    Cause(
+        "database is locked",
+        "the SQLite database is locked by another process: SQLite does not cope with many "
+        "parallel workers, use the journal file (the default) or PostgreSQL",
+    ),
+    Cause(
+        "too many clients|remaining connection slots are reserved",
+        "the PostgreSQL server at {host} has no free connection slots (max_connections "
+        "reached): each worker holds about 2 connections; raise max_connections, run fewer "
+        "workers, or put PgBouncer in front",
+    ),
+    Cause(
+        r'too many connections for (?P<kind>role|database) "(?P<name>[^"]+)"',
+        "PostgreSQL refuses more connections for {kind} {name!r} "
+        "(its CONNECTION LIMIT is reached): raise the limit or run fewer workers",
+    ),
+    Cause(
+        r'password authentication failed for user "(?P<user>[^"]*)"',
+        "password authentication failed for user {user!r} at {host}",
+    ),
+    Cause(
+        "password authentication failed|no password supplied",
+        "password authentication failed at {host}",
+    ),
+    Cause(
+        r'database "(?P<database>[^"]+)" does not exist',
+        "database {database!r} does not exist on {host}: create it "
+        "(createdb {database}) or fix the URL",
+    ),
+    Cause(
+        r'role "(?P<role>[^"]+)" does not exist',
+        "user (role) {role!r} does not exist on {host}",
+    ),
+    Cause(
+        "no pg_hba.conf entry",
+        "{host} does not accept this user/database from this machine (pg_hba.conf)",
+    ),
+    Cause(
+        "connection refused",
+        "connection refused by {host}: no database server listens there "
+        "(is PostgreSQL running? is the port right?)",
+    ),
+    Cause(
+        "could not translate host name|name or service not known"
+        "|temporary failure in name resolution",
+        "unknown host in {host}: the name does not resolve",
+    ),
+    Cause(
+        "timeout expired|timed out|no route to host|network is unreachable",
+        f"{{host}} is unreachable (no answer within {CONNECT_TIMEOUT_S} s)",
+    ),
+    Cause(
+        r'relation "[^"]+" does not exist|no such table|<SQLSTATE 42P01>',
+        NO_SCHEMA,
+        NoSchemaError,
+    ),
+    Cause(
+        r"(?P<privilege>permission denied for [^\n]*)",
+        "the database user lacks a privilege: {privilege}",
+    ),
+    Cause(
+        "unable to open database file",
+        "cannot open the SQLite file (its folder is missing or not writable)",
+    ),
+    Cause(
+        "invalid log format|<JSONDecodeError>",
+        "the journal file is damaged or is not an Optuna journal (a line is not JSON)",
+    ),
+    Cause(
+        r"(?P<line>[^\n]*no longer compatible with the table schema[^\n]*)",
+        "{line}",
+    ),
+    Cause(
+        r"invalid literal for int\(\) with base 10: '(?P<port>[^']*)'",
+        "the port {port!r} is not a number",
+    ),
+)
+"""The causes :func:`describe_error` recognises, the first that matches wins."""
+
+OS_CAUSES = {
+    errno.EACCES: "no permission to create or write {where}",
+    errno.EPERM: "no permission to create or write {where}",
+    errno.EROFS: "{where} is on a read-only file system",
+    errno.ENOENT: "{where} does not exist",
+    errno.ENOTDIR: "a part of the path {where} is a file, not a folder",
+    errno.EEXIST: "{where} is a file, where the storage's folder should be",
+    errno.EISDIR: "{where} is a folder, not a journal file",
+    errno.ENOSPC: "no space left on the device holding {where}",
+    errno.EDQUOT: "disk quota exceeded while writing {where}",
+}
+"""A file system's refusals, by errno, told with the file (``where``) they concern."""
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, the ones it wraps (``.orig``, ``__cause__``, ``__context__``), in order."""
+    out: list[BaseException] = []
+    seen: set[int] = set()
+    queue: list[Any] = [exc]
+    while queue:
+        current = queue.pop(0)
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        out.append(current)
+        queue += [getattr(current, "orig", None), current.__cause__, current.__context__]
+    return out
+
+
+def transient_error(exc: BaseException) -> bool:
+    """Whether ``exc`` comes from the database or its connection going away (a restart, a
+    dropped connection): worth waiting and trying again, unlike a mistake in what was sent."""
+    transient = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
+    return any(isinstance(e, transient) for e in _chain(exc))
+
+
+@contextmanager
+def explained_storage_errors(storage: BaseStorage) -> Iterator[None]:
+    """A dropped connection outside a trial (a worker re-queues the trial it cut short itself)
+    ends the caller with its cause as a :class:`StorageError`, not with Optuna's traceback."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        if not transient_error(error):
+            raise
+        raise describe_error(error, storage_url(storage)) from error
+
+
+@contextmanager
+def errors_described(url: str) -> Iterator[None]:
+    """Any failure inside ends the caller as a :class:`StorageError` naming its cause."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as exc:
+        raise describe_error(exc, url) from exc
+
+
+def _host(url: str) -> str:
+    try:
+        parsed = sqlalchemy.engine.make_url(url)
+    except Exception:
+        return "the server"
+    if not parsed.host:
+        return "the local server socket"
+    return f"{parsed.host}:{parsed.port or 5432}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    for line in text.splitlines():
+        line = re.sub(r"^.*?failed: (FATAL:\s*)?", "", line.strip())
+        if line:
+            return line
+    return type(exc).__name__
+
+
+def _root(chain: list[BaseException]) -> BaseException:
+    """The most specific exception: a driver error, else the innermost one."""
+    for exc in chain:
+        module = type(exc).__module__
+        if module.startswith(("psycopg2", "sqlite3")):
+            return exc
+    return chain[-1]
+
+
+def _evidence(chain: list[BaseException]) -> str:
+    """What :data:`CAUSES` are searched in: the messages, the type names, the SQLSTATE."""
+    lines = [str(item) for item in chain] + [f"<{type(item).__name__}>" for item in chain]
+    code = getattr(_root(chain), "pgcode", None)
+    if code is not None:
+        lines.append(f"<SQLSTATE {code}>")
+    return "\n".join(lines)
+
+
+def describe_error(exc: BaseException, url: str) -> StorageError:
+    """Turn a storage failure into a :class:`StorageError` naming what really happened."""
+    if isinstance(exc, StorageError):
+        return exc
+    chain = _chain(exc)
+    for item in chain:
+        if isinstance(item, OSError) and not type(item).__module__.startswith("psycopg2"):
+            message = OS_CAUSES.get(item.errno) if item.errno is not None else None
+            if message is not None:
+                return StorageError(message.format(where=item.filename or "the storage file"), url)
+    evidence = _evidence(chain)
+    for cause in CAUSES:
+        match = re.search(cause.pattern, evidence, flags=re.IGNORECASE)
+        if match is not None:
+            return cause.error(cause.message.format(host=_host(url), **match.groupdict()), url)
+    root = _root(chain)
+    return StorageError(f"{type(root).__name__}: {_first_line(root)}", url)

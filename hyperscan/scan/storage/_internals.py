@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Optuna's private attributes and module names that hyperscan needs, behind public names.
+
+The rest of hyperscan uses these, so an Optuna release that renames one breaks one place
+(tests/scan/test_optuna_internals.py keeps it so).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial
+
+
+def trial_id(trial: optuna.Trial | FrozenTrial) -> int:
+    """The storage's id of a trial: unique in the whole database, unlike its number."""
+    return trial._trial_id
+
+
+def study_storage(study: optuna.Study) -> BaseStorage:
+    """The storage a study was loaded from."""
+    return study._storage
+
+
+def trial_log() -> logging.Logger:
+    """The logger on which Optuna's ``study.optimize`` tells each trial's end and failure."""
+    return logging.getLogger("optuna.study._optimize")

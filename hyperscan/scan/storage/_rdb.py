@@ -1,0 +1,126 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PostgreSQL (and SQLite) through Optuna's RDBStorage: connections that fail fast and notice
+a vanished server, a heartbeat that survives a dropped connection, and the schema created
+once, under a lock (31 of 32 workers racing to create it on a fresh server crashed)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy
+from optuna.storages import RDBStorage
+
+from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S, NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
+from hyperscan.scan.storage._errors import describe_error
+from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
+from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
+
+# Any constant works; it only has to be the same for every hyperscan process.
+_SCHEMA_LOCK_KEY = 0x68797065  # "hype"
+
+
+class _RDBStorage(NamedHeartbeats, RDBStorage):
+    """RDBStorage whose heartbeat thread survives a transient database error.
+
+    Optuna's thread dies on the first failed heartbeat write (a server restart, a dropped
+    connection), after which the live trial is failed as stale by the other workers.
+    """
+
+    _hyperscan_url: str
+
+    def record_heartbeat(self, trial_id: int) -> None:
+        try:
+            super().record_heartbeat(trial_id)
+        except Exception as exc:
+            self._heartbeat_failed(trial_id, describe_error(exc, self._hyperscan_url))
+        else:
+            self._heartbeat_recorded(trial_id)
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    if url.startswith(PG_PREFIX):
+        return {
+            "pool_pre_ping": True,
+            # A worker uses one connection for the trial loop and one for the heartbeat thread.
+            "pool_size": 2,
+            "max_overflow": 2,
+            "connect_args": {
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "application_name": "hyperscan",
+                # A server or link that vanishes without closing the connection ends a wait
+                # on it after ~1 min instead of leaving the worker blocked for hours.
+                "keepalives": 1,
+                "keepalives_idle": 30,
+                "keepalives_interval": 10,
+                "keepalives_count": 3,
+                "tcp_user_timeout": 60_000,
+            },
+        }
+    return {"pool_pre_ping": True}
+
+
+@contextmanager
+def _schema_guard(url: str, connect_args: dict[str, Any], create: bool) -> Iterator[None]:
+    """Check the schema exists (workers), or hold a lock while creating it (``study create``).
+
+    On PostgreSQL a session advisory lock serialises creators, so even concurrent creators do
+    not race in CREATE TABLE / the version stamp (the crash seen with 32 racing workers).
+    """
+    parsed = sqlalchemy.engine.make_url(url)
+    # resolve_url refused in-memory SQLite: a database here names a file.
+    if parsed.get_backend_name() == "sqlite":
+        if create:  # its folders, as for a journal file
+            os.makedirs(os.path.dirname(os.path.abspath(parsed.database)), exist_ok=True)
+        elif not os.path.exists(parsed.database):
+            raise StorageError(f"no SQLite file {parsed.database}; {SCHEMA_HINT}", url)
+    engine = sqlalchemy.create_engine(
+        url, poolclass=sqlalchemy.pool.NullPool, connect_args=connect_args
+    )
+    try:
+        with engine.connect() as connection:
+            locked = create and connection.dialect.name == "postgresql"
+            if locked:
+                connection.execute(
+                    sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
+                )
+                connection.commit()
+            elif not create and not sqlalchemy.inspect(connection).has_table("studies"):
+                raise NoSchemaError(NO_SCHEMA)
+            try:
+                yield
+            finally:
+                if locked:
+                    connection.execute(
+                        sqlalchemy.text("SELECT pg_advisory_unlock(:key)"),
+                        {"key": _SCHEMA_LOCK_KEY},
+                    )
+                    connection.commit()
+    finally:
+        engine.dispose()
+
+
+def open_rdb(
+    url: str, *, create: bool, heartbeat_interval: int, grace_period: int, callback: Any
+) -> _RDBStorage:
+    """The database of a canonical SQLAlchemy URL (see :func:`open_storage`)."""
+    check_heartbeat(heartbeat_interval, grace_period)
+    engine_kwargs = _engine_kwargs(url)
+    try:
+        with _schema_guard(url, engine_kwargs.get("connect_args", {}), create):
+            storage = _RDBStorage(
+                url,
+                engine_kwargs=engine_kwargs,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                heartbeat_stale_trial_callback=callback,
+                skip_table_creation=not create,
+            )
+    except StorageError as exc:
+        if exc.url is None:
+            raise type(exc)(exc.cause, url) from exc
+        raise
+    storage._hyperscan_url = url
+    return storage
