@@ -729,8 +729,8 @@ def _apart_rows(trials: _Trials) -> list[list[Any]]:
 
 def _real_sets(card: ScanRuncard) -> int:
     """The real datasets fitted: those of ``data.datasets`` when it selects some."""
-    selected = card.data.datasets
-    return len(card.data.real.datasets) if selected == "all" else len(selected)
+    selected = card.fit.data.datasets
+    return len(card.fit.data.real.datasets) if selected == "all" else len(selected)
 
 
 def _summary_rows(
@@ -756,18 +756,18 @@ def _summary_rows(
         ),
     ]
     if card is not None:
-        scan = card.scan
+        scan, closure = card.scan, card.fit.data.closure
         rows += [
             (
                 "each trial",
                 f"{scan.replicas} {'replica' if scan.replicas == 1 else 'replicas'}"
                 + (f" × {len(scan.folds)} folds" if scan.folds else "")
                 + (
-                    f", closure data {card.data.closure.size} (level {card.data.closure.level}), "
-                    if card.data.closure is not None
+                    f", closure data {closure.size} (level {closure.level}), "
+                    if closure is not None
                     else f", real DIS data ({_real_sets(card)} sets), "
                 )
-                + f"at most {card.epochs} epochs",
+                + f"at most {card.fit.epochs} epochs",
             ),
             (
                 "sampler / pruner",

@@ -65,6 +65,11 @@ def fail_at(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None
         raise ValidationError.from_exception_data("runcard", details)
 
 
+class Inlined:
+    """Marks a model field whose keys a runcard writes beside the model's other keys (a scan
+    runcard's fit part): errors name them without the field's own name."""
+
+
 def _number(value: Any) -> str:
     """A number as a user would write it: 0 rather than 0.0, 1e-06 as repr gives it."""
     if isinstance(value, bool):
@@ -514,8 +519,8 @@ class TrainingSection(_Section):
 class FitRuncard(_Section):
     """A complete fit runcard.
 
-    Scan runcards extend it by subclassing and adding fields (e.g. ``scan:``); the loader and
-    dumper take the model class, so a subclass needs no code of its own there.
+    A scan runcard holds one as its fit part (:class:`Inlined`: its keys stand beside
+    ``scan:``), the base runcard of every trial.
     """
 
     data: DataSection = Field(default_factory=DataSection)

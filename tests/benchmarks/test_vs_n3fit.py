@@ -62,7 +62,7 @@ def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path):
         ["HERA_NC_225GEV_EP-SIGMARED"],
         ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"],
     ]
-    assert card.training.threads == 1
+    assert card.fit.training.threads == 1
     assert set(card.scan.space.optimizer) == {"nadam"}
 
 
