@@ -58,60 +58,90 @@ __all__ = [
 class ObjectiveSection(_Section):
     """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
 
-    #: ``held_out``: chi2 of each fold's held-out datasets against the central data (needs
-    #: ``folds``; the default with them). n3fit's per-replica held-out loss, but not its default
-    #: fold loss, which adds its replicas' validation chi2 (README, scan runcard).
     chi2: Literal["validation", "held_out"] = "validation"
+    """`validation`; `held_out` (needs folds; the default with them) scores each fold on its
+    held-out datasets: each replica's χ² per point there, against the central data with the fit's
+    covariance (n3fit's per-replica `experimental_loss`). n3fit 4.1.5's default k-fold loss
+    (`loss_type: chi2`) is not this statistic alone: per fold, the mean validation χ² of the best
+    85% of the replicas (by validation χ²) plus max(0, mean held-out χ² of the best 15% − 2).
+    """
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
-    #: For ``trimmed_mean``: the mean over this fraction of the replicas, best first.
+    """Across replicas: mean, median, trimmed_mean, max, mean_plus_std."""
     best_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.85
-    #: For ``mean_plus_std``: k in mean + k * std.
+    """For `trimmed_mean`: the mean over this fraction of the replicas, best first."""
     std_weight: Annotated[Float, Field(ge=0)] = 1.0
+    """For `mean_plus_std`: k in mean + k·std."""
     fold_statistic: Literal["mean", "median", "max"] = "mean"
+    """Across folds: mean, median, max."""
 
 
 class SamplerSection(_Section):
     """The Optuna sampler; a null seed draws a fresh one."""
 
     name: Literal["tpe", "random", "gp", "cmaes"] = "tpe"
+    """The Optuna sampler: tpe, random, gp (needs torch, scipy), cmaes (needs cmaes)."""
     seed: Seed | None = 0
+    """With a seed, `hyperscan scan --workers 1` on a new study draws the same trials again (a
+    resumed study draws new ones; parallel workers salt the seed, each its own way); null draws a
+    fresh one.
+    """
 
 
 class PrunerSection(_Section):
     """The Optuna pruner and how often a trial reports to it."""
 
     name: Literal["median", "hyperband", "none"] = "median"
-    #: Device calls (of ``training.steps_per_call`` steps) between intermediate reports.
+    """The Optuna pruner: median, hyperband, none."""
     report_every: PositiveInt = 5
-    #: Reports a trial makes before it may be pruned.
+    """Device calls (of `training.steps_per_call` steps) between the trial's reports of its
+    statistic.
+    """
     warmup_reports: Annotated[Int, Field(ge=0)] = 2
+    """Reports a trial makes before it may be pruned: the median pruner may stop a trial from its
+    report warmup_reports + 1 on.
+    """
 
 
 class ScanDivergenceSection(_Section):
     """When a trial is trashed (never eligible as best) because replicas failed."""
 
-    #: A trial with more diverged replicas than this is trashed.
     max_diverged: Annotated[Int, Field(ge=0)] = 0
-    #: A trial with more pos-veto replicas (no step passed positivity and the χ² threshold,
-    #: which postfit would discard) than this is trashed; None scores them, as n3fit's
-    #: hyperopt does.
+    """More diverged replicas than this trash the trial (never eligible as best)."""
     max_pos_veto: Annotated[Int, Field(ge=0)] | None = None
+    """More pos-veto replicas (no step passed positivity and the χ² threshold, which postfit would
+    discard) than this trash the trial; null: no limit, as n3fit's hyperopt.
+    """
 
 
 class ScanSection(_Section):
     """How a study searches: budget, trial size, k-fold, objective, Optuna settings, space."""
 
-    #: Study budget of finished trials (complete, pruned and trashed).
     trials: PositiveInt = 50
-    #: Replicas per trial (and per fold); a new study refuses a top-level ``replicas``.
+    """Study budget of finished trials (complete, pruned and trashed; trials running when it is
+    reached still finish: up to workers − 1 more). The only key a study's runcard may change:
+    `study create` or `scan` with a new value changes the budget (running workers take it after
+    their trial).
+    """
     replicas: Annotated[Int, Field(ge=1, le=MAX_REPLICAS)] = 4
-    #: k-fold partition of the datasets, by name; empty: no k-fold.
+    """Replicas per trial (and per fold); a top-level `replicas` (a fit runcard's) is refused in a
+    new scan.
+    """
     folds: tuple[Fold, ...] = ()
+    """k-fold partition by dataset: a list of lists of dataset names (the top-level `folds` is
+    refused in a scan); empty: no k-fold.
+    """
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
+    """The loss of a trial: a χ² per replica, reduced across replicas, then across folds."""
     sampler: SamplerSection = Field(default_factory=SamplerSection)
+    """The Optuna sampler."""
     pruner: PrunerSection = Field(default_factory=PrunerSection)
+    """The Optuna pruner, and how often a trial reports to it."""
     divergence: ScanDivergenceSection = Field(default_factory=ScanDivergenceSection)
+    """When a trial is trashed because replicas failed."""
     space: Space
+    """The search space: what each trial draws. Every entry is optional, but at least one must be
+    given.
+    """
 
     @model_validator(mode="before")
     @classmethod

@@ -142,11 +142,13 @@ class Range(_Section):
     """
 
     low: Number
+    """Lowest value drawn. Integer bounds are drawn as integers, others as floats."""
     high: Number
-    #: Draw uniformly in log(value) (learning rates, penalties spanning decades).
+    """Highest value drawn (> low)."""
     log: Bool = False
-    #: Draw only low, low + step, ...; not with ``log``.
+    """Draw uniformly in log(value) (learning rates, penalties spanning decades); needs low > 0."""
     step: Step | None = None
+    """Draw only low, low + step, ...; high − low must be a multiple of it; not with `log`."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Range:
@@ -189,6 +191,7 @@ class Choices(_Section):
     """A categorical distribution: one of the listed values."""
 
     choices: Annotated[tuple[Choice, ...], Field(min_length=1), AfterValidator(_unique)]
+    """The values to choose from: numbers, strings, booleans or null."""
 
 
 def _distribution_form(value: Any) -> str | None:
@@ -524,25 +527,36 @@ class OptimizerSpace(_Section):
     """
 
     learning_rate: Distribution | None = None
+    """RANGE or choices of this optimiser's learning rate; left out: the base runcard's."""
     clipnorm: Distribution | None = None
+    """RANGE or choices of this optimiser's clipnorm; left out (or null): the base runcard's. To
+    draw "no clipping", list null as a choice: `{choices: [null, 1.0e-3]}`.
+    """
 
 
 class Space(_Section):
     """The search space (``scan.space``): what a trial draws, and how a point becomes the fit
     runcard of a trial. Every entry is optional, but at least one must be given."""
 
-    #: One sub-space per optimiser; the optimiser is itself a categorical parameter.
     optimizer: Annotated[dict[OptimizerName, OptimizerSpace], Field(min_length=1)] | None = None
-    #: Number of hidden layers (integer range); requires ``units``.
+    """One sub-space per optimiser, `{adam: {learning_rate: RANGE, clipnorm: RANGE}, nadam: {...}}`:
+    the optimiser is a choice, each with its own ranges.
+    """
     layers: Range | None = None
-    #: Units of each hidden layer, drawn independently per layer; requires ``layers``.
+    """RANGE of the number of hidden layers (integers); requires `units`."""
     units: Range | None = None
-    #: Activation shared by all hidden layers.
+    """RANGE of the units of each hidden layer, drawn independently per layer (one parameter per
+    layer); requires `layers`.
+    """
     activation: (
         Annotated[tuple[Activation, ...], Field(min_length=1), AfterValidator(_unique)] | None
     ) = None
-    #: Any other single-valued fit setting, by dotted path (``stopping.patience``).
+    """A list of activations to choose from, shared by all hidden layers."""
     parameters: dict[Str, Distribution] = Field(default_factory=dict)
+    """Any other single-valued fit setting, by dotted path, with its RANGE or choices: `epochs:
+    {low: 500, high: 2000, step: 100}`, `positivity.initial: {low: 1, high: 1000, log: true}`,
+    `architecture.initializer: {choices: [...]}`.
+    """
 
     @field_validator("optimizer")
     @classmethod
