@@ -670,7 +670,7 @@ class Space(_Section):
                 params[dimension.name] = dimension.draw(trial)
         return params
 
-    def settings(self, base: FitRuncard, params: Mapping[str, Any]) -> dict[str, Any]:
+    def _settings(self, base: FitRuncard, params: Mapping[str, Any]) -> dict[str, Any]:
         """The dotted-path settings that ``params`` fix on ``base``; :class:`NotInSpace` when
         they are not a point of this space."""
         dimensions = {dimension.name: dimension for dimension in self.dimensions}
@@ -729,11 +729,11 @@ class Space(_Section):
         study's trial), and :class:`RuncardError` when the point makes an invalid fit runcard
         (a combination the load-time checks cannot exclude).
         """
-        settings = self.settings(base, params)
+        settings = self._settings(base, params)
         data = with_settings(base.model_dump(mode="json"), settings)
         return runcard_from_dict(data, "<trial parameters>")
 
-    def probes(self) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    def _probes(self) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
         """Single settings to try on the base runcard, for rules that span fields, with where
         in the space they come from."""
         for name, sub in (self.optimizer or {}).items():
@@ -752,7 +752,7 @@ class Space(_Section):
         """Where a probe makes ``base`` an invalid fit runcard (at load time)."""
         data = base.model_dump(mode="json")
         problems = []
-        for loc, settings in self.probes():
+        for loc, settings in self._probes():
             why = _invalid_because(data, settings)
             if why is not None:
                 problems.append((loc, f"with {_shown(settings)} the fit runcard is invalid: {why}"))
