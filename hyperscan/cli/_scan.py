@@ -314,7 +314,7 @@ def worker(
             # An unknown study fails here, in a second, not after TensorFlow's import.
             setup = open_study(handle, name)
             if threads is None:  # the study's runcard may pin them (training.threads)
-                threads = setup.runcard.training.threads
+                threads = setup.runcard.fit.training.threads
         except _scan_errors() as error:
             fail(str(error))
         runs_on = configure_or_fail(device, threads)
@@ -557,7 +557,7 @@ def scan(
         f"members, {workers} worker{'' if workers == 1 else 's'}"
         + ("" if left > 0 else " (budget already spent)")
     )
-    processes = start_workers(name, storage, workers, card.training.threads) if workers else []
+    processes = start_workers(name, storage, workers, card.fit.training.threads) if workers else []
     codes, interrupted = (
         supervise(processes, setup.study, click.echo, storage_url(handle), earlier)
         if processes

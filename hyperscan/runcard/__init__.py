@@ -13,24 +13,16 @@ from ._load import (
     runcard_from_dict,
 )
 from ._scan import (
-    Choices,
-    Distribution,
     ObjectiveSection,
-    OptimizerSpace,
     PrunerSection,
-    Range,
     SamplerSection,
     ScanDivergenceSection,
     ScanRuncard,
     ScanSection,
-    SpaceSection,
-    fit_part,
-    joint_space_problems,
     load_runcard,
     load_scan_runcard,
     parse_scan_runcard,
     scan_runcard_from_dict,
-    with_settings,
 )
 from ._schema import (
     DEFAULT_Q2MIN,
@@ -50,6 +42,16 @@ from ._schema import (
     Stopping,
     TrainingSection,
 )
+from ._space import (
+    Choices,
+    Dimension,
+    Distribution,
+    NotInSpace,
+    OptimizerSpace,
+    Range,
+    Space,
+    with_settings,
+)
 
 __all__ = [
     "DEFAULT_Q2MIN",
@@ -61,10 +63,12 @@ __all__ = [
     "Choices",
     "ClosureSection",
     "DataSection",
+    "Dimension",
     "Distribution",
     "DivergenceSection",
     "FitRuncard",
     "FlavourPreprocessing",
+    "NotInSpace",
     "ObjectiveSection",
     "OptimizerSection",
     "OptimizerSpace",
@@ -77,12 +81,10 @@ __all__ = [
     "ScanRuncard",
     "ScanSection",
     "Seeds",
-    "SpaceSection",
+    "Space",
     "Stopping",
     "TrainingSection",
     "dump_runcard",
-    "fit_part",
-    "joint_space_problems",
     "load_fit_runcard",
     "load_runcard",
     "load_scan_runcard",

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
-from ._schema import RULE_ERROR, UNION_ERROR, FitRuncard, _number
+from ._schema import RULE_ERROR, UNION_ERROR, FitRuncard, Inlined, _number
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -226,6 +226,23 @@ def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
+def _inlined(model: Any, name: Any) -> Any:
+    """The model of ``model``'s field ``name`` if its keys are written inline, else None."""
+    field = model.model_fields.get(name) if _is_model(model) else None
+    if field is not None and any(isinstance(m, Inlined) for m in field.metadata):
+        return field.annotation
+    return None
+
+
+def _fields(model: type[BaseModel]) -> dict[str, Any]:
+    """The keys a runcard writes for ``model``, inlined fields replaced by their own keys."""
+    fields: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        inner = _inlined(model, name)
+        fields.update(_fields(inner) if inner is not None else {name: field})
+    return fields
+
+
 def _resolve(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, Any, Any]:
     """Follow a pydantic ``loc`` through the schema.
 
@@ -236,6 +253,7 @@ def _resolve(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, Any, Any
     path = ""
     tp: Any = root
     parent: Any = None
+    outer: Any = None  # the model whose inlined field tp is
     segments = list(loc)
     i = 0
     while i < len(segments):
@@ -254,7 +272,12 @@ def _resolve(root: type[BaseModel], loc: tuple[Any, ...]) -> tuple[str, Any, Any
             else:
                 tp = None
             continue
-        parent = tp
+        inner = _inlined(tp, segment)
+        if inner is not None:
+            outer, tp = tp, inner
+            i += 1
+            continue
+        parent, outer = (tp if outer is None else outer), None
         if isinstance(segment, int) and not _is_model(tp) and get_origin(tp) is not dict:
             path += f"[{segment}]"
             if get_origin(tp) in (tuple, list):
@@ -346,7 +369,7 @@ _BOUNDS = {
 def _optional(parent: Any, loc: tuple[Any, ...]) -> bool:
     """Whether the key at ``loc`` is a field its model gives a default. Not an entry of a
     mapping: leaving out `scan.space.optimizer.adam` would not search adam with defaults."""
-    field = parent.model_fields.get(loc[-1]) if _is_model(parent) and loc else None
+    field = _fields(parent).get(loc[-1]) if _is_model(parent) and loc else None
     return field is not None and not field.is_required()
 
 
@@ -361,7 +384,7 @@ def _message(error: dict[str, Any], leaf: Any, parent: Any) -> str:
     if kind == UNION_ERROR:
         return f"{error['msg']}, got {_describe(value)}"
     if kind == "extra_forbidden":
-        allowed = list(parent.model_fields) if _is_model(parent) else None
+        allowed = list(_fields(parent)) if _is_model(parent) else None
         return _unknown_key(loc[-1], allowed)
     if kind == "literal_error" and loc and loc[-1] == "[key]":
         return _unknown_key(value, _choices(leaf))

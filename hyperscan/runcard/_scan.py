@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Typed schema of a *scan* runcard: a fit runcard plus a ``scan:`` section.
+"""Typed schema of a *scan* runcard: a fit part and a ``scan:`` section.
 
-The fit part is the base runcard of every trial; ``scan.space`` says which of its settings a
-trial draws, and from what. The space is checked against the fit schema when the runcard is
-loaded (the setting exists, is a single value, the range has its type and lies inside its
-allowed values, every choice is valid), so that a mistake costs seconds instead of a study whose
-trials all fail. Errors use the fit runcard's machinery: key paths and plain sentences.
+The fit part is the base runcard of every trial; ``scan.space`` (:class:`Space`) says which of
+its settings a trial draws, and from what. In YAML the fit part's keys stand at the top level
+beside ``scan:``, and errors name them as a fit runcard's: ``training.epochs``, not
+``fit.training.epochs``.
 
 Dataset names in ``scan.folds`` can only be checked against ``data.datasets`` here; whether they
 exist in the data is checked by the scan service, which knows the data.
@@ -13,567 +12,136 @@ exist in the data is checked by the scan service, which knows the data.
 
 from __future__ import annotations
 
-import copy
-import difflib
-import functools
-import math
 import os
-import random
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args, get_origin
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import (
-    AfterValidator,
-    Discriminator,
     Field,
-    Tag,
-    TypeAdapter,
-    ValidationError,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
-from ._load import (
-    _describe,
-    _is_model,
-    _join_key,
-    _load,
-    _message,
-    _parse,
-    _parse_yaml,
-    _problems,
-    _read,
-    _unwrap,
-    _validate,
-)
+from ._load import _load, _parse, _parse_yaml, _read, _validate
 from ._schema import (
     MAX_REPLICAS,
-    MAX_UNITS,
-    UNION_ERROR,
-    Activation,
-    Architecture,
-    Bool,
     FitRuncard,
     Float,
     Fold,
+    Inlined,
     Int,
-    OptimizerName,
-    PositiveFloat,
     PositiveInt,
     Seed,
-    Str,
-    _number,
     _Section,
-    _unique,
     check_disjoint_folds,
     fail_at,
     folds_outside,
 )
+from ._space import Space
 
 __all__ = [
-    "Choices",
-    "Distribution",
     "ObjectiveSection",
-    "OptimizerSpace",
     "PrunerSection",
-    "Range",
     "SamplerSection",
     "ScanDivergenceSection",
     "ScanRuncard",
     "ScanSection",
-    "SpaceSection",
-    "fit_part",
     "load_runcard",
     "load_scan_runcard",
     "parse_scan_runcard",
     "scan_runcard_from_dict",
-    "with_settings",
 ]
-
-
-def _show(value: Any) -> str:
-    """A value as written in YAML: 1e-05, 'tanh', null, true."""
-    if value is None:
-        return "null"
-    if isinstance(value, str):
-        return repr(value)
-    return _number(value)
-
-
-# --------------------------------------------------------------------------------------------
-# Distributions
-
-
-def _number_form(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "float"
-    return None
-
-
-def _choice_form(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "bool"
-    return _number_form(value) or ("str" if isinstance(value, str) else None)
-
-
-#: A range bound: an integer bound stays an integer (an integer setting is drawn as one).
-Number = Annotated[
-    Annotated[Int, Tag("int")] | Annotated[Float, Tag("float")],
-    Discriminator(
-        _number_form,
-        custom_error_type=UNION_ERROR,
-        custom_error_message="expected a number",
-    ),
-]
-Step = Annotated[
-    Annotated[PositiveInt, Tag("int")] | Annotated[PositiveFloat, Tag("float")],
-    Discriminator(
-        _number_form,
-        custom_error_type=UNION_ERROR,
-        custom_error_message="expected a positive number",
-    ),
-]
-#: One value of a categorical distribution (the types Optuna stores).
-Choice = (
-    Annotated[
-        Annotated[Bool, Tag("bool")]
-        | Annotated[Int, Tag("int")]
-        | Annotated[Float, Tag("float")]
-        | Annotated[Str, Tag("str")],
-        Discriminator(
-            _choice_form,
-            custom_error_type=UNION_ERROR,
-            custom_error_message="expected a number, a string, a boolean or null",
-        ),
-    ]
-    | None
-)
-
-
-class Range(_Section):
-    """A numeric range. Integer bounds are drawn as integers (``suggest_int``), others as floats.
-
-    After validation a range for a float setting has float bounds, so the bound type alone tells
-    how it is drawn.
-    """
-
-    low: Number
-    high: Number
-    #: Draw uniformly in log(value) (learning rates, penalties spanning decades).
-    log: Bool = False
-    #: Draw only low, low + step, ...; not with ``log``.
-    step: Step | None = None
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Range:
-        problems: list[tuple[tuple[Any, ...], str]] = []
-        if not self.low < self.high:
-            hint = (
-                " (to fix the value, set it in the base runcard)" if self.low == self.high else ""
-            )
-            problems.append(
-                (
-                    ("high",),
-                    f"expected low < high, got low {_number(self.low)} >= "
-                    f"high {_number(self.high)}{hint}",
-                )
-            )
-        if self.log and self.low <= 0:
-            problems.append((("low",), f"a log range needs low > 0, got low {_number(self.low)}"))
-        if self.log and self.step is not None:
-            problems.append((("step",), "'step' cannot be combined with 'log: true'"))
-        elif self.step is not None and self.low < self.high:
-            count = (self.high - self.low) / self.step
-            if not math.isclose(count, round(count), rel_tol=1e-9, abs_tol=1e-9):
-                problems.append(
-                    (
-                        ("step",),
-                        f"high - low ({_number(self.high - self.low)}) must be a multiple "
-                        f"of step ({_number(self.step)})",
-                    )
-                )
-        fail_at(problems, self)
-        return self
-
-    @property
-    def is_int(self) -> bool:
-        """Drawn as an integer (only ranges of integer settings keep integer bounds)."""
-        return isinstance(self.low, int) and isinstance(self.high, int)
-
-
-class Choices(_Section):
-    """A categorical distribution: one of the listed values."""
-
-    choices: Annotated[tuple[Choice, ...], Field(min_length=1), AfterValidator(_unique)]
-
-
-def _distribution_form(value: Any) -> str | None:
-    if isinstance(value, Choices) or (isinstance(value, dict) and "choices" in value):
-        return "categorical"
-    if isinstance(value, Range | dict):
-        return "range"
-    return None
-
-
-Distribution = Annotated[
-    Annotated[Range, Tag("range")] | Annotated[Choices, Tag("categorical")],
-    Discriminator(
-        _distribution_form,
-        custom_error_type=UNION_ERROR,
-        custom_error_message="expected a range {low, high} (with optional log, step) "
-        "or {choices: [...]}",
-    ),
-]
-
-
-# --------------------------------------------------------------------------------------------
-# What a distribution may target
-
-
-@dataclass(frozen=True)
-class _Target:
-    """A searchable setting as far as a distribution is concerned."""
-
-    name: str  # how messages name it
-    kind: str  # int | float | bool | str | choice
-    adapter: TypeAdapter[Any]
-    leaf: Any  # the unwrapped type, for listing a Literal's values
-
-
-def _target_from(name: str, annotation: Any) -> _Target:
-    leaf, _ = _unwrap(annotation)
-    if get_origin(leaf) is Literal:
-        kind = "choice"
-    else:
-        kind = {bool: "bool", int: "int", float: "float", str: "str"}.get(leaf, "")
-    return _Target(name, kind, TypeAdapter(annotation), leaf)
-
-
-@functools.cache
-def _fit_settings() -> dict[str, Any]:
-    """Every field of the fit runcard reachable through sections, by dotted path: annotation."""
-    found: dict[str, Any] = {}
-
-    def walk(model: Any, prefix: str) -> None:
-        for name, field in model.model_fields.items():
-            path = _join_key(prefix, name)
-            annotation = (
-                Annotated[(field.annotation, *field.metadata)]
-                if field.metadata
-                else field.annotation
-            )
-            leaf, _ = _unwrap(annotation)
-            found[path] = annotation
-            if _is_model(leaf):
-                walk(leaf, path)
-
-    walk(FitRuncard, "")
-    return found
-
-
-@functools.cache
-def _target(path: str) -> _Target:
-    return _target_from(path, _fit_settings()[path])
-
-
-@functools.cache
-def _scalar_settings() -> tuple[str, ...]:
-    """Dotted paths of the fit settings that hold a single value."""
-    return tuple(p for p in _fit_settings() if _target(p).kind and _fixed_reason(p) is None)
-
-
-def _max_layers() -> int:
-    metadata = Architecture.model_fields["nodes"].metadata
-    return next(m.max_length for m in metadata if getattr(m, "max_length", None) is not None)
-
-
-_LAYERS = _target_from("the number of hidden layers", Annotated[Int, Field(ge=1, le=_max_layers())])
-_UNITS = _target_from("the number of units", Annotated[Int, Field(ge=1, le=MAX_UNITS)])
-
-
-def _fixed_reason(path: str) -> str | None:
-    """Why a setting cannot be searched through ``parameters`` whatever the space, or None."""
-    if path == "replicas":
-        return "the replicas of a trial are set by 'scan.replicas'"
-    if path == "data.datasets":
-        return "the fitted datasets are fixed for a study; use 'scan.folds' to hold some out"
-    if path == "folds":
-        return "a study's folds are set by 'scan.folds'"
-    if path in ("data.closure", "data.real") or path.startswith(("data.closure.", "data.real.")):
-        return "the data are fixed for a study (workers check them against its fingerprint)"
-    if path == "architecture.nodes":
-        return "search the hidden layers with 'scan.space.layers' and 'scan.space.units'"
-    if path == "architecture.activations":
-        return "search the activation with 'scan.space.activation'"
-    if path == "training.threads":
-        return "a worker runs every trial with its own threads (--threads, else this setting)"
-    if path == "training.steps_per_call":
-        return "it spaces the pruner's reports, which must mean the same for every trial"
-    if path == "preprocessing" or path.startswith("preprocessing."):
-        return "preprocessing ranges are [lo, hi] pairs, not single values: they cannot be searched"
-    return None
-
-
-def _not_searchable(path: str) -> str | None:
-    """Why ``path`` cannot be a key of ``scan.space.parameters``, or None when it can."""
-    fixed = _fixed_reason(path)
-    if fixed is not None:
-        return f"'{path}' cannot be searched: {fixed}"
-    settings = _fit_settings()
-    if path in settings:
-        if _target(path).kind:
-            return None
-        inside = [p for p in _scalar_settings() if p.startswith(f"{path}.")]
-        if inside:
-            return f"'{path}' is a section; name one of its settings: " + ", ".join(inside)
-        return f"'{path}' is not a single value, so it cannot be searched"
-    close = difflib.get_close_matches(path, _scalar_settings(), n=3, cutoff=0.6)
-    if close:
-        return (
-            f"unknown setting '{path}' (did you mean " + " or ".join(repr(c) for c in close) + "?)"
-        )
-    return f"unknown setting '{path}'; searchable settings: " + ", ".join(_scalar_settings())
-
-
-def _expected(target: _Target) -> str:
-    if target.kind == "choice":
-        return "one of " + ", ".join(repr(str(a)) for a in get_args(target.leaf))
-    return {"bool": "true or false", "str": "a string"}[target.kind]
-
-
-def _value_problem(target: _Target, value: Any) -> str | None:
-    """What the fit schema says about ``value`` for this setting, or None if it accepts it."""
-    try:
-        target.adapter.validate_python(value)
-    except ValidationError as err:
-        return _message(err.errors(include_url=False)[0], target.leaf, None)
-    return None
-
-
-def _checked(
-    dist: Range | Choices, target: _Target
-) -> tuple[Range | Choices, list[tuple[tuple[Any, ...], str]]]:
-    """Check a distribution against its setting; float settings get float bounds."""
-    problems: list[tuple[tuple[Any, ...], str]] = []
-    if isinstance(dist, Choices):
-        for index, choice in enumerate(dist.choices):
-            problem = _value_problem(target, choice)
-            if problem is not None:
-                problems.append(
-                    (("choices", index), f"{problem} (not a valid value of {target.name})")
-                )
-        return dist, problems
-    if target.kind not in ("int", "float"):
-        return dist, [
-            (
-                (),
-                f"{target.name} takes {_expected(target)}: "
-                "give {choices: [...]} instead of a range",
-            )
-        ]
-    bounds = {"low": dist.low, "high": dist.high, "step": dist.step}
-    if target.kind == "int":
-        for key, value in bounds.items():
-            if value is not None and not isinstance(value, int):
-                hint = f" (write {int(value)})" if value.is_integer() else ""
-                problems.append(
-                    (
-                        (key,),
-                        f"{target.name} is an integer setting: expected an integer, "
-                        f"got {_describe(value)}{hint}",
-                    )
-                )
-        if problems:
-            return dist, problems
-    for key in ("low", "high"):
-        problem = _value_problem(target, bounds[key])
-        if problem is not None:
-            problems.append(
-                ((key,), f"{problem} (the range must lie inside the values {target.name} allows)")
-            )
-    if target.kind == "float":
-        step = None if dist.step is None else float(dist.step)
-        dist = dist.model_copy(
-            update={"low": float(dist.low), "high": float(dist.high), "step": step}
-        )
-    return dist, problems
-
-
-# --------------------------------------------------------------------------------------------
-# The scan section
-
-
-class OptimizerSpace(_Section):
-    """What one optimiser of the space draws; a key left out keeps the base runcard's value.
-
-    Here ``clipnorm: null`` means "not searched"; to draw "no clipping", list it as a choice:
-    ``clipnorm: {choices: [null, 1.0e-3]}``.
-    """
-
-    learning_rate: Distribution | None = None
-    clipnorm: Distribution | None = None
-
-
-class SpaceSection(_Section):
-    """The search space. Every entry is optional, but at least one must be given."""
-
-    #: One sub-space per optimiser; the optimiser is itself a categorical parameter.
-    optimizer: Annotated[dict[OptimizerName, OptimizerSpace], Field(min_length=1)] | None = None
-    #: Number of hidden layers (integer range); requires ``units``.
-    layers: Range | None = None
-    #: Units of each hidden layer, drawn independently per layer; requires ``layers``.
-    units: Range | None = None
-    #: Activation shared by all hidden layers.
-    activation: (
-        Annotated[tuple[Activation, ...], Field(min_length=1), AfterValidator(_unique)] | None
-    ) = None
-    #: Any other single-valued fit setting, by dotted path (``stopping.patience``).
-    parameters: dict[Str, Distribution] = Field(default_factory=dict)
-
-    @field_validator("optimizer")
-    @classmethod
-    def _optimizer_ranges(
-        cls, value: dict[str, OptimizerSpace] | None
-    ) -> dict[str, OptimizerSpace] | None:
-        if value is None:
-            return value
-        problems: list[tuple[tuple[Any, ...], str]] = []
-        checked = {}
-        for name, sub in value.items():
-            update = {}
-            for key in ("learning_rate", "clipnorm"):
-                dist = getattr(sub, key)
-                if dist is not None:
-                    update[key], found = _checked(dist, _target(f"optimizer.{key}"))
-                    problems += [((name, key, *loc), message) for loc, message in found]
-            checked[name] = sub.model_copy(update=update)
-        fail_at(problems, value)
-        return checked
-
-    @field_validator("layers")
-    @classmethod
-    def _layer_range(cls, value: Range | None) -> Range | None:
-        if value is not None:
-            fail_at(_checked(value, _LAYERS)[1], value)
-        return value
-
-    @field_validator("units")
-    @classmethod
-    def _unit_range(cls, value: Range | None) -> Range | None:
-        if value is not None:
-            fail_at(_checked(value, _UNITS)[1], value)
-        return value
-
-    @field_validator("parameters")
-    @classmethod
-    def _searchable(cls, value: dict[str, Range | Choices]) -> dict[str, Range | Choices]:
-        problems: list[tuple[tuple[Any, ...], str]] = []
-        checked = {}
-        for path, dist in value.items():
-            reason = _not_searchable(path)
-            if reason is not None:
-                problems.append(((path,), reason))
-                continue
-            checked[path], found = _checked(dist, _target(path))
-            problems += [((path, *loc), message) for loc, message in found]
-        fail_at(problems, value)
-        return checked
-
-    @model_validator(mode="after")
-    def _complete(self) -> SpaceSection:
-        problems: list[tuple[tuple[Any, ...], str]] = []
-        if not (self.optimizer or self.layers or self.units or self.activation or self.parameters):
-            problems.append(
-                (
-                    (),
-                    "the search space is empty: give at least one of 'optimizer', "
-                    "'layers' with 'units', 'activation' or 'parameters'",
-                )
-            )
-        if self.units is not None and self.layers is None:
-            problems.append(
-                (("units",), "'units' needs 'layers' (the number of hidden layers to draw)")
-            )
-        if self.layers is not None and self.units is None:
-            problems.append(
-                (("layers",), "'layers' needs 'units' (the range of units of each layer)")
-            )
-        if self.optimizer:
-            for path in self.parameters:
-                if path.startswith("optimizer."):
-                    problems.append(
-                        (
-                            ("parameters", path),
-                            f"'{path}' is searched under 'scan.space.optimizer' when that is "
-                            "given: put its range in the sub-space of each optimizer there",
-                        )
-                    )
-        fail_at(problems, self)
-        return self
 
 
 class ObjectiveSection(_Section):
     """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
 
-    #: ``held_out``: chi2 of each fold's held-out datasets against the central data (needs
-    #: ``folds``; the default with them). n3fit's per-replica held-out loss, but not its default
-    #: fold loss, which adds its replicas' validation chi2 (README, scan runcard).
     chi2: Literal["validation", "held_out"] = "validation"
+    """`validation`; `held_out` (needs folds; the default with them) scores each fold on its
+    held-out datasets: each replica's χ² per point there, against the central data with the fit's
+    covariance (n3fit's per-replica `experimental_loss`). n3fit 4.1.5's default k-fold loss
+    (`loss_type: chi2`) is not this statistic alone: per fold, the mean validation χ² of the best
+    85% of the replicas (by validation χ²) plus max(0, mean held-out χ² of the best 15% − 2).
+    """
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
-    #: For ``trimmed_mean``: the mean over this fraction of the replicas, best first.
+    """Across replicas: mean, median, trimmed_mean, max, mean_plus_std."""
     best_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.85
-    #: For ``mean_plus_std``: k in mean + k * std.
+    """For `trimmed_mean`: the mean over this fraction of the replicas, best first."""
     std_weight: Annotated[Float, Field(ge=0)] = 1.0
+    """For `mean_plus_std`: k in mean + k·std."""
     fold_statistic: Literal["mean", "median", "max"] = "mean"
+    """Across folds: mean, median, max."""
 
 
 class SamplerSection(_Section):
     """The Optuna sampler; a null seed draws a fresh one."""
 
     name: Literal["tpe", "random", "gp", "cmaes"] = "tpe"
+    """The Optuna sampler: tpe, random, gp (needs torch, scipy), cmaes (needs cmaes)."""
     seed: Seed | None = 0
+    """With a seed, `hyperscan scan --workers 1` on a new study draws the same trials again (a
+    resumed study draws new ones; parallel workers salt the seed, each its own way); null draws a
+    fresh one.
+    """
 
 
 class PrunerSection(_Section):
     """The Optuna pruner and how often a trial reports to it."""
 
     name: Literal["median", "hyperband", "none"] = "median"
-    #: Device calls (of ``training.steps_per_call`` steps) between intermediate reports.
+    """The Optuna pruner: median, hyperband, none."""
     report_every: PositiveInt = 5
-    #: Reports a trial makes before it may be pruned.
+    """Device calls (of `training.steps_per_call` steps) between the trial's reports of its
+    statistic.
+    """
     warmup_reports: Annotated[Int, Field(ge=0)] = 2
+    """Reports a trial makes before it may be pruned: the median pruner may stop a trial from its
+    report warmup_reports + 1 on.
+    """
 
 
 class ScanDivergenceSection(_Section):
     """When a trial is trashed (never eligible as best) because replicas failed."""
 
-    #: A trial with more diverged replicas than this is trashed.
     max_diverged: Annotated[Int, Field(ge=0)] = 0
-    #: A trial with more pos-veto replicas (no step passed positivity and the χ² threshold,
-    #: which postfit would discard) than this is trashed; None scores them, as n3fit's
-    #: hyperopt does.
+    """More diverged replicas than this trash the trial (never eligible as best)."""
     max_pos_veto: Annotated[Int, Field(ge=0)] | None = None
+    """More pos-veto replicas (no step passed positivity and the χ² threshold, which postfit would
+    discard) than this trash the trial; null: no limit, as n3fit's hyperopt.
+    """
 
 
 class ScanSection(_Section):
     """How a study searches: budget, trial size, k-fold, objective, Optuna settings, space."""
 
-    #: Study budget of finished trials (complete, pruned and trashed).
     trials: PositiveInt = 50
-    #: Replicas per trial (and per fold); a new study refuses a top-level ``replicas``.
+    """Study budget of finished trials (complete, pruned and trashed; trials running when it is
+    reached still finish: up to workers − 1 more). The only key a study's runcard may change:
+    `study create` or `scan` with a new value changes the budget (running workers take it after
+    their trial).
+    """
     replicas: Annotated[Int, Field(ge=1, le=MAX_REPLICAS)] = 4
-    #: k-fold partition of the datasets, by name; empty: no k-fold.
+    """Replicas per trial (and per fold); a top-level `replicas` (a fit runcard's) is refused in a
+    new scan.
+    """
     folds: tuple[Fold, ...] = ()
+    """k-fold partition by dataset: a list of lists of dataset names (the top-level `folds` is
+    refused in a scan); empty: no k-fold.
+    """
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
+    """The loss of a trial: a χ² per replica, reduced across replicas, then across folds."""
     sampler: SamplerSection = Field(default_factory=SamplerSection)
+    """The Optuna sampler."""
     pruner: PrunerSection = Field(default_factory=PrunerSection)
+    """The Optuna pruner, and how often a trial reports to it."""
     divergence: ScanDivergenceSection = Field(default_factory=ScanDivergenceSection)
-    space: SpaceSection
+    """When a trial is trashed because replicas failed."""
+    space: Space
+    """The search space: what each trial draws. Every entry is optional, but at least one must be
+    given.
+    """
 
     @model_validator(mode="before")
     @classmethod
@@ -621,57 +189,48 @@ class ScanSection(_Section):
         """Replicas fitted by one trial: folds x replicas (one fold without k-fold)."""
         return max(1, len(self.folds)) * self.replicas
 
+    @property
+    def replica_ids(self) -> tuple[int, ...]:
+        """The replica ids of each trial (and fold): 1..``replicas``."""
+        return tuple(range(1, self.replicas + 1))
+
 
 # --------------------------------------------------------------------------------------------
 # The scan runcard
 
 
-#: Settings of which exactly one is set: a searched value for one clears the other.
-_EXCLUSIVE = {"positivity.max": "positivity.multiplier", "positivity.multiplier": "positivity.max"}
+class ScanRuncard(_Section):
+    """A fit part (the base runcard of every trial) and the ``scan:`` section saying what
+    varies. A runcard writes the fit part's keys at its top level, beside ``scan:``."""
 
-
-def with_settings(fit: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of fit-runcard data with each dotted-path setting replaced.
-
-    A value for one of two exclusive settings (``positivity.max`` / ``multiplier``) clears the
-    other unless both are given, so searching the multiplier works with the default ``max``.
-    """
-    data = copy.deepcopy(dict(fit))
-    settings = dict(settings)
-    for path, partner in _EXCLUSIVE.items():
-        if settings.get(path) is not None and partner not in settings:
-            settings[partner] = None
-    for path, value in settings.items():
-        *sections, key = path.split(".")
-        node = data
-        for section in sections:
-            node = node.setdefault(section, {})
-        node[key] = value
-    return data
-
-
-def fit_part(runcard: FitRuncard) -> dict[str, Any]:
-    """The runcard as plain data without ``scan``: the base fit runcard of every trial."""
-    return runcard.model_dump(mode="json", exclude={"scan"})
-
-
-class ScanRuncard(FitRuncard):
-    """A fit runcard (the base of every trial) and the ``scan:`` section saying what varies."""
-
+    fit: Annotated[FitRuncard, Inlined()]
     scan: ScanSection
 
-    @property
-    def replica_ids(self) -> tuple[int, ...]:
-        """The replica ids of each trial (and fold): 1..``scan.replicas``."""
-        return tuple(range(1, self.scan.replicas + 1))
+    @model_validator(mode="before")
+    @classmethod
+    def _fit_keys_beside_scan(cls, data: Any) -> Any:
+        """Every top-level key but ``scan`` belongs to the fit part (unless it is given as a
+        :class:`FitRuncard` already, as ``ScanRuncard(fit=..., scan=...)`` does)."""
+        if isinstance(data, Mapping) and not isinstance(data.get("fit"), FitRuncard):
+            parts: dict[str, Any] = {"fit": {k: v for k, v in data.items() if k != "scan"}}
+            if "scan" in data:
+                parts["scan"] = data["scan"]
+            return parts
+        return data
+
+    @model_serializer(mode="wrap")
+    def _fit_keys_at_top(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Dumped as written: the fit part's keys, then ``scan``."""
+        data = handler(self)
+        return {**data["fit"], "scan": data["scan"]}
 
     @model_validator(mode="after")
     def _fits_the_base(self) -> ScanRuncard:
         """Checks that need the base runcard's values."""
         problems: list[tuple[tuple[Any, ...], str]] = []
-        for loc, message in folds_outside(self.scan.folds, self.data.datasets):
+        for loc, message in folds_outside(self.scan.folds, self.fit.data.datasets):
             problems.append((("scan", "folds", *loc), message))
-        if self.folds:
+        if self.fit.folds:
             problems.append(
                 (
                     ("folds",),
@@ -679,7 +238,7 @@ class ScanRuncard(FitRuncard):
                 )
             )
         space = self.scan.space
-        activations = self.architecture.activations
+        activations = self.fit.architecture.activations
         if space.layers is not None and space.activation is None and len(set(activations)) > 1:
             problems.append(
                 (
@@ -689,107 +248,21 @@ class ScanRuncard(FitRuncard):
                     "'scan.space.activation' or one activation in the base runcard",
                 )
             )
-        base = fit_part(self)
-        for loc, settings in _probes(space):
-            why = _invalid_because(base, settings)
-            if why is not None:
-                problems.append(
-                    (
-                        ("scan", "space", *loc),
-                        f"with {_shown(settings)} the fit runcard is invalid: {why}",
-                    )
-                )
+        for loc, message in space.problems_on(self.fit):
+            problems.append((("scan", "space", *loc), message))
         fail_at(problems, self)
         return self
 
-
-def _shown(settings: Mapping[str, Any]) -> str:
-    return " and ".join(f"{path} = {_show(value)}" for path, value in settings.items())
-
-
-def _invalid_because(base: dict[str, Any], settings: Mapping[str, Any]) -> str | None:
-    """Why the base runcard with ``settings`` is not a valid fit runcard; None if it is."""
-    try:
-        FitRuncard.model_validate(with_settings(base, settings))
-    except ValidationError as err:
-        return "; ".join(
-            f"{where}: {what}" if where else what for where, what in _problems(FitRuncard, err)
+    def trial_runcard(self, params: Mapping[str, Any]) -> FitRuncard:
+        """The fit runcard of a trial: the fit part fitting replicas 1..``scan.replicas`` of
+        each of ``scan.folds``, with the trial's parameters applied (:meth:`Space.apply`)."""
+        base = self.fit.model_copy(
+            update={"replicas": self.scan.replica_ids, "folds": self.scan.folds}
         )
-    return None
+        return self.scan.space.apply(base, params)
 
-
-#: Joint draws from the space, tried when a study is created: a rule spanning fields (say
-#: positivity.max >= initial) may hold for each searched value alone and fail for nearly every
-#: combination, which would trash nearly every trial. Seeded, so a runcard's verdict never
-#: changes; a space whose valid share is 2% passes with probability 1 - 0.98**256 > 99.4%.
-JOINT_DRAWS = 256
-
-
-def _draw(dist: Range | Choices, rng: random.Random) -> Any:
-    if isinstance(dist, Choices):
-        return rng.choice(dist.choices)
-    if dist.log:
-        value = math.exp(rng.uniform(math.log(dist.low), math.log(dist.high)))
-    else:
-        value = rng.uniform(dist.low, dist.high)
-    if dist.step is not None:
-        value = dist.low + round((value - dist.low) / dist.step) * dist.step
-    return round(value) if dist.is_int else min(max(value, dist.low), dist.high)
-
-
-def joint_space_problems(runcard: ScanRuncard) -> list[tuple[str, str]]:
-    """A problem at ``scan.space.parameters`` when no seeded joint draw of the searched
-    parameters makes a valid fit runcard; nothing otherwise. For a new study only: the schema
-    alone never refuses a stored one."""
-    parameters = runcard.scan.space.parameters
-    if len(parameters) < 2:
-        return []  # each value alone was checked at both ends of its range
-    base = fit_part(runcard)
-    rng = random.Random(0)
-    first: tuple[dict[str, Any], str] | None = None
-    for _ in range(JOINT_DRAWS):
-        settings = {path: _draw(dist, rng) for path, dist in parameters.items()}
-        why = _invalid_because(base, settings)
-        if why is None:
-            return []
-        first = first or (settings, why)
-    assert first is not None
-    settings, why = first
-    example = {
-        path: float(f"{value:.4g}") if isinstance(value, float) else value
-        for path, value in settings.items()
-    }
-    return [
-        (
-            "scan.space.parameters",
-            f"none of {JOINT_DRAWS} draws from the space makes a valid fit runcard, so nearly "
-            f"every trial would be trashed; e.g. with {_shown(example)} (rounded): {why}",
-        )
-    ]
-
-
-def _values(dist: Range | Choices) -> Iterator[tuple[tuple[Any, ...], Any]]:
-    """The values of a distribution worth trying on the base runcard, with their locations."""
-    if isinstance(dist, Choices):
-        yield from ((("choices", i), choice) for i, choice in enumerate(dist.choices))
-    else:
-        yield ("low",), dist.low
-        yield ("high",), dist.high
-
-
-def _probes(space: SpaceSection) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Single settings to try on the base runcard, for rules that span fields."""
-    for name, sub in (space.optimizer or {}).items():
-        yield ("optimizer", name), {"optimizer.name": name}
-        for key in ("learning_rate", "clipnorm"):
-            dist = getattr(sub, key)
-            if dist is not None:
-                for loc, value in _values(dist):
-                    settings = {"optimizer.name": name, f"optimizer.{key}": value}
-                    yield ("optimizer", name, key, *loc), settings
-    for path, dist in space.parameters.items():
-        for loc, value in _values(dist):
-            yield ("parameters", path, *loc), {path: value}
+    def __hash__(self) -> int:
+        return hash((type(self), self.model_dump_json()))
 
 
 # --------------------------------------------------------------------------------------------

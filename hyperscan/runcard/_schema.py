@@ -65,6 +65,11 @@ def fail_at(problems: Iterable[tuple[tuple[Any, ...], str]], value: Any) -> None
         raise ValidationError.from_exception_data("runcard", details)
 
 
+class Inlined:
+    """Marks a model field whose keys a runcard writes beside the model's other keys (a scan
+    runcard's fit part): errors name them without the field's own name."""
+
+
 def _number(value: Any) -> str:
     """A number as a user would write it: 0 rather than 0.0, 1e-06 as repr gives it."""
     if isinstance(value, bool):
@@ -247,17 +252,20 @@ BetaRange = Annotated[tuple[BetaBound, BetaBound], BeforeValidator(_two_bounds)]
 class _Section(BaseModel):
     """Base of every runcard model: immutable, unknown keys rejected."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class ClosureSection(_Section):
     """Built-in closure-test data: pseudo-data generated from a known underlying PDF."""
 
     size: ClosureSize = "small"
-    #: 0: data equal the underlying predictions; 1: data fluctuated once around them.
+    """Built-in closure data: `tiny` (4 datasets, 60 points), `small` (8, 300), `medium` (20, 1000),
+    `nnpdf40` (82, 4618).
+    """
     level: Annotated[Int, Field(ge=0, le=1)] = 1
-    #: Seed of the level-1 fluctuation (shared by all replicas).
+    """0: data equal the underlying (truth) predictions; 1: data fluctuated once around them."""
     seed: Seed = 0
+    """Seed of the level-1 fluctuation (shared by all replicas)."""
 
 
 def _check_real_entry(entry: RealDatasetEntry) -> RealDatasetEntry:
@@ -279,9 +287,11 @@ class RealDatasetEntry(_Section):
     """One shipped real dataset, as n3fit writes it: ``{dataset: NAME, variant: VARIANT}``."""
 
     dataset: Str
-    #: The commondata variant; null: the default. Each dataset ships with one variant; other
-    #: variants of it need nnpdf-data (``pip install nnpdf-data==4.1.5``).
+    """NNPDF commondata name of a shipped dataset."""
     variant: Str | None = None
+    """The commondata variant (BCDMS: `rzero`); null: the default. Each dataset ships with one
+    variant; other variants of it need nnpdf-data (`pip install nnpdf-data==4.1.5`).
+    """
 
     @model_validator(mode="after")
     def _shipped(self) -> RealDatasetEntry:
@@ -303,7 +313,9 @@ class RealClosure(_Section):
     """Closure test on the real FK tables: data replaced by toy-PDF predictions."""
 
     level: Annotated[Int, Field(ge=0, le=1)] = 1
+    """0: data equal the toy-PDF predictions; 1: data fluctuated once around them."""
     seed: Seed = 0
+    """Seed of the level-1 fluctuation."""
 
 
 class RealSection(_Section):
@@ -312,13 +324,19 @@ class RealSection(_Section):
     datasets: Annotated[
         tuple[RealDatasetEntry, ...], Field(min_length=1), AfterValidator(_unique_real)
     ] = Field(default_factory=_all_real_datasets)
-    #: Standard DIS cuts: Q2 > q2min and W2 = Q2 (1 - x) / x > w2min (GeV^2).
+    """The shipped datasets to fit, as `[{dataset: NAME, variant: VARIANT}]`; all 7 by default."""
     q2min: Annotated[Float, Field(ge=0)] = DEFAULT_Q2MIN
+    """DIS cut Q² > q2min (GeV²)."""
     w2min: Annotated[Float, Field(ge=0)] = DEFAULT_W2MIN
-    #: t0 covariance: MULT systematics rescaled by toy-PDF predictions; false: experimental.
+    """DIS cut W² = Q²(1−x)/x > w2min (GeV²)."""
     t0: Bool = True
-    #: null fits the measured data; {level, seed} fits toy-PDF pseudo-data on the same tables.
+    """t0 covariance (MULT systematics rescaled by the toy-PDF predictions over the data); false:
+    experimental.
+    """
     closure: RealClosure | None = None
+    """`{level, seed}`: a closure test on the real FK tables (data = toy-PDF predictions); null fits
+    the measured data.
+    """
 
 
 class DataSection(_Section):
@@ -328,12 +346,25 @@ class DataSection(_Section):
     """
 
     closure: ClosureSection | None = Field(default_factory=ClosureSection)
+    """Built-in closure-test data: pseudo-data generated from a known underlying PDF. Exactly one of
+    `closure` and `real` is given; writing `real` alone clears it.
+    """
     real: RealSection | None = None
+    """Instead of `closure`: the shipped real DIS data (NLO FK tables, NNPDF 4.1.5 commondata); `{}`
+    = all 7 sets.
+    """
     datasets: Datasets = "all"
-    #: Fraction of each dataset's points used for training; the rest validate (stopping).
+    """`all`, or a list of the dataset names to fit."""
     training_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.75
-    #: Replica method: fluctuate each replica's data; false fits the central data everywhere.
+    """Per dataset, per replica: floor(fraction · points) train, as in n3fit (a dataset too small
+    for one trains a point with this probability); the rest validate (stopping).
+    """
     pseudodata: Bool = True
+    """Each replica fits its own fluctuated data (replica method): a Gaussian draw from the
+    covariance it is fitted with (t0 for real data), as n3fit 4.1.5 draws by default
+    (`use_t0_sampling`, no `separate_multiplicative`, no `resample_negative_pseudodata`); false
+    fits the central data everywhere.
+    """
 
     @model_validator(mode="before")
     @classmethod
@@ -356,8 +387,13 @@ class Seeds(_Section):
     """Base seeds; each is combined with the replica id so replicas are reproducible alone."""
 
     data: Seed = 1
+    """Base seed of each replica's pseudodata, combined with the replica id."""
     split: Seed = 2
+    """Base seed of each replica's training/validation split, combined with the replica id."""
     network: Seed = 3
+    """Base seed of each replica's weights and preprocessing exponents, combined with the replica
+    id: a replica does not depend on what else is batched.
+    """
 
 
 class Architecture(_Section):
@@ -366,10 +402,13 @@ class Architecture(_Section):
     nodes: Annotated[
         tuple[Annotated[Int, Field(ge=1, le=MAX_UNITS)], ...], Field(min_length=1, max_length=10)
     ] = (25, 20)
-    #: One per hidden layer; the output layer is always linear. Defaults to tanh for every
-    #: layer when only ``nodes`` is given.
+    """Units of each hidden layer (the output layer is 8 linear units, one per fitted flavour)."""
     activations: tuple[Activation, ...] = ("tanh", "tanh")
+    """One per hidden layer: tanh, sigmoid, relu, elu, softplus or linear. Defaults to tanh for
+    every layer when only `nodes` is given.
+    """
     initializer: Initializer = "glorot_normal"
+    """Weight initialiser: glorot_normal/uniform, he_normal/uniform, lecun_normal."""
 
     @model_validator(mode="before")
     @classmethod
@@ -396,21 +435,28 @@ class OptimizerSection(_Section):
     """Gradient-descent optimiser (NNPDF4.0: Nadam with a tiny, always active clipnorm)."""
 
     name: OptimizerName = "nadam"
+    """Gradient-descent optimiser: adam, nadam, amsgrad, rmsprop, adadelta, sgd."""
     learning_rate: PositiveFloat = 2.621e-3
-    #: Each variable's gradient clipped to this norm, per member (Keras' clipnorm); null: none.
+    """Learning rate of the optimiser."""
     clipnorm: PositiveFloat | None = 6.073e-6
+    """Each variable's gradient clipped to this norm, member by member (Keras' `clipnorm`, as in
+    n3fit); null: none.
+    """
 
 
 class Stopping(_Section):
     """Per-replica early stopping on the validation chi2."""
 
-    #: Steps without improvement before a replica stops, as a fraction of ``epochs``.
     patience: Annotated[Float, Field(gt=0, le=1)] = 0.1
-    #: A member has no best step, nor a patience count, until its validation chi2 per point is
-    #: below this (n3fit: a member that never gets there is vetoed).
+    """Steps without improvement before a replica stops, as a fraction of `epochs`."""
     threshold_chi2: PositiveFloat = 3.5
-    #: A step counts as a new best only when every positivity loss is below this.
+    """A replica has no best step (nor patience count) until its validation χ² per point is below
+    this; one that never gets there is `pos-veto`, as in n3fit.
+    """
     positivity_threshold: Annotated[Float, Field(ge=0)] = 1.0e-6
+    """A best step needs every positivity set's penalty Σ elu(−λ·y), with the current multiplier λ,
+    below this (n3fit's test).
+    """
 
 
 class PositivitySection(_Section):
@@ -422,8 +468,13 @@ class PositivitySection(_Section):
     """
 
     initial: PositiveFloat = 184.8
+    """Initial positivity multiplier λ."""
     max: PositiveFloat | None = 1.0e6
+    """λ reached at the last epoch (it grows every 100 steps). Exactly one of `max` and `multiplier`
+    is set; writing only `multiplier` clears this default.
+    """
     multiplier: Annotated[Float, Field(gt=1)] | None = None
+    """Instead of `max`: the factor λ is multiplied by every 100 steps."""
 
     @model_validator(mode="before")
     @classmethod
@@ -455,7 +506,9 @@ class FlavourPreprocessing(_Section):
     """Ranges of the exponents of x^(1-alpha) (1-x)^beta, drawn once per replica."""
 
     alpha: AlphaRange
+    """[lo, hi]: range of the small-x exponent α of x^(1−α), drawn once per replica."""
     beta: BetaRange
+    """[lo, hi]: range of the large-x exponent β of (1−x)^β, drawn once per replica."""
 
     @field_validator("alpha", "beta")
     @classmethod
@@ -489,22 +542,27 @@ def default_preprocessing() -> dict[str, FlavourPreprocessing]:
 class DivergenceSection(_Section):
     """When a replica counts as diverged (and is dropped rather than poisoning the ensemble)."""
 
-    #: A replica whose loss exceeds this, or is not finite, has diverged.
     max_loss: PositiveFloat = 1.0e10
+    """A member whose loss exceeds this, or is not finite, is diverged and frozen; a start already
+    past it (about 1 random draw in 100) is redrawn from the member's own seed, up to 10 times,
+    and `results.json` says `redrawn_starts`.
+    """
 
 
 class TrainingSection(_Section):
     """How the training loop runs on the device; none of it changes the fitted result's law."""
 
-    #: Steps per compiled device call between host synchronisations.
     steps_per_call: Annotated[Int, Field(ge=1, le=MAX_EPOCHS)] = 100
+    """Steps per compiled device call between host syncs."""
     precision: Precision = "float32"
-    #: XLA-compile the training loop.
+    """float32 or float64."""
     jit: Bool = True
-    #: CPU threads for TensorFlow (null: all cores). Training is chaotic enough that the
-    #: summation order a thread count implies shows in the result, so an exported trial keeps
-    #: the thread count its worker used, and `hyperscan fit` reproduces it exactly.
+    """XLA-compile the training loop."""
     threads: Annotated[Int, Field(ge=1, le=MAX_THREADS)] | None = None
+    """CPU threads for TensorFlow (null: all cores); scan workers use it unless started with
+    `--threads`. Training is chaotic enough that the summation order a thread count implies shows
+    in the result, so an exported trial keeps the thread count its worker used.
+    """
 
 
 # --------------------------------------------------------------------------------------------
@@ -514,29 +572,43 @@ class TrainingSection(_Section):
 class FitRuncard(_Section):
     """A complete fit runcard.
 
-    Scan runcards extend it by subclassing and adding fields (e.g. ``scan:``); the loader and
-    dumper take the model class, so a subclass needs no code of its own there.
+    A scan runcard holds one as its fit part (:class:`Inlined`: its keys stand beside
+    ``scan:``), the base runcard of every trial.
     """
 
     data: DataSection = Field(default_factory=DataSection)
+    """Which data are fitted and how each replica sees them."""
     replicas: Replicas = 1
+    """N (replicas 1..N) or a list of replica ids; the replica id seeds its pseudodata and split, so
+    replica 7 is the same in either form. In a scan, give `scan.replicas` instead.
+    """
     seeds: Seeds = Field(default_factory=Seeds)
+    """Base seeds; each is combined with the replica id, so that replicas are reproducible alone."""
     architecture: Architecture = Field(default_factory=Architecture)
+    """Hidden layers of the per-replica network (input (x, ln x), output the 8 flavours)."""
     optimizer: OptimizerSection = Field(default_factory=OptimizerSection)
-    #: Maximum number of training steps (one full-batch gradient step per epoch).
+    """Gradient-descent optimiser (NNPDF4.0: Nadam with a tiny, always active clipnorm)."""
     epochs: Annotated[Int, Field(ge=1, le=MAX_EPOCHS)] = 17000
+    """Maximum number of training steps (one full-batch gradient step per epoch)."""
     stopping: Stopping = Field(default_factory=Stopping)
+    """Per-replica early stopping on the validation χ²."""
     positivity: PositivitySection = Field(default_factory=PositivitySection)
-    #: Complete after validation: every flavour of :data:`FLAVOURS`, in that order.
+    """Positivity-penalty multiplier λ: starts at `initial` and grows every 100 steps."""
     preprocessing: dict[Flavour, FlavourPreprocessing] = Field(
         default_factory=default_preprocessing
     )
+    """Per flavour (Sigma, g, V, V3, V8, T3, T8, T15): `{alpha: [lo, hi], beta: [lo, hi]}`; a
+    flavour or exponent left out keeps NNPDF4.0's range.
+    """
     divergence: DivergenceSection = Field(default_factory=DivergenceSection)
+    """When a replica counts as diverged (and is dropped rather than poisoning the ensemble)."""
     training: TrainingSection = Field(default_factory=TrainingSection)
-    #: k-fold: the members are folds x replicas, each fold's datasets held out of its members'
-    #: training and scored as their held-out chi2. Empty: the replicas alone. A k-fold scan
-    #: trial's exported runcard has its folds, so that `hyperscan fit` reproduces the trial.
+    """How the training loop runs on the device; none of it changes the fitted result's law."""
     folds: tuple[Fold, ...] = ()
+    """k-fold: lists of dataset names; members = folds × replicas, each fold's datasets held out of
+    its members' training and scored as their held-out χ² (in `results.json`). An exported k-fold
+    trial has them. In a scan, give `scan.folds` instead.
+    """
 
     @field_validator("folds")
     @classmethod

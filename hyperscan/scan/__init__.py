@@ -8,7 +8,13 @@ and the dashboard start fast and stay small.
 from typing import TYPE_CHECKING, Any
 
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._export import best_trial, export_trial, outcome, write_atomically
+from hyperscan.scan._export import (
+    best_trial,
+    export_text,
+    export_trial,
+    outcome,
+    write_atomically,
+)
 from hyperscan.scan._local import (
     counts_line,
     default_output,
@@ -18,7 +24,6 @@ from hyperscan.scan._local import (
     trial_start_line,
     usable_cores,
 )
-from hyperscan.scan._space import export_text, fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._status import (
     finished_trials,
@@ -93,7 +98,6 @@ __all__ = [
     "export_trial",
     "fail_stale_trials",
     "finished_trials",
-    "fixed_runcard",
     "last_report",
     "load_study",
     "make_pruner",
@@ -115,7 +119,6 @@ __all__ = [
     "studies_text",
     "study_names",
     "study_problem",
-    "suggest",
     "summary",
     "supervise",
     "trashed",

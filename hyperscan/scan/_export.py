@@ -7,16 +7,17 @@ import datetime
 import errno
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from hyperscan import __version__
 from hyperscan._files import umask
-from hyperscan.runcard import RuncardError
+from hyperscan.runcard import NotInSpace, RuncardError, ScanRuncard, dump_runcard
 from hyperscan.scan._local import counts_line
-from hyperscan.scan._space import NotInSpace, export_text
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
 
@@ -64,6 +65,19 @@ def outcome(trial: optuna.trial.FrozenTrial) -> str:
     return "pruned" if last is None else f"pruned after step {last[0]}, value then {last[1]:.6g}"
 
 
+def export_text(
+    runcard: ScanRuncard, params: Mapping[str, Any], provenance: Mapping[str, Any]
+) -> str:
+    """The fit runcard of a trial as YAML, headed by ``key: value`` comments of provenance.
+
+    The file loads as an ordinary fit runcard and records every setting, so ``hyperscan fit``
+    reproduces the trial's hyperparameters even if defaults change later.
+    """
+    lines = ["Fit runcard exported by hyperscan from a scan trial."]
+    lines += [f"{key}: {' '.join(str(value).split())}" for key, value in provenance.items()]
+    return dump_runcard(runcard.trial_runcard(params), header="\n".join(lines))
+
+
 def export_trial(
     setup: StudySetup, number: int | None = None
 ) -> tuple[optuna.trial.FrozenTrial, str]:
@@ -88,8 +102,13 @@ def export_trial(
         )
     # The worker's thread count is part of what makes the fit reproducible (TrainingSection).
     threads = trial.user_attrs.get("fit", {}).get("threads")
+    fit = setup.runcard.fit
     runcard = setup.runcard.model_copy(
-        update={"training": setup.runcard.training.model_copy(update={"threads": threads})}
+        update={
+            "fit": fit.model_copy(
+                update={"training": fit.training.model_copy(update={"threads": threads})}
+            )
+        }
     )
     try:
         return trial, export_text(runcard, trial.params, provenance)

@@ -23,7 +23,6 @@ from hyperscan.fit import (
 )
 from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import RuncardError, ScanRuncard
-from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
 from hyperscan.scan._trial_attrs import (
     REQUEUED_ATTR,
@@ -53,8 +52,8 @@ class Objective:
         self.problem = problem
         self.stop = stop
         self.on_start = on_start  # told of each trial with its drawn values, before its fit
-        # The members of every trial's fit runcard (fixed_runcard), as its fit orders them.
-        specs = member_specs(runcard.replica_ids, runcard.scan.folds)
+        # The members of every trial's fit runcard (trial_runcard), as its fit orders them.
+        specs = member_specs(runcard.scan.replica_ids, runcard.scan.folds)
         self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
         self.last_trial_id: int | None = None
@@ -62,11 +61,11 @@ class Objective:
     def __call__(self, trial: optuna.Trial) -> float:
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
-        params = suggest(trial, self.runcard.scan)
+        params = self.runcard.scan.space.suggest(trial)
         if self.on_start is not None:
             self.on_start(trial, params)
         try:
-            card = fixed_runcard(self.runcard, params)
+            card = self.runcard.trial_runcard(params)
         except RuncardError as error:
             # Each value was checked alone when the study was created; together they can still
             # break a rule (a drawn positivity.max below a drawn initial). A region for the

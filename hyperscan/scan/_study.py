@@ -14,11 +14,11 @@ from hyperscan import __version__
 from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
 from hyperscan.runcard import (
     Choices,
+    FitRuncard,
     Range,
     RuncardError,
     ScanRuncard,
     dump_runcard,
-    joint_space_problems,
     parse_scan_runcard,
 )
 from hyperscan.scan.storage import (
@@ -73,16 +73,20 @@ def check_runcard(runcard: ScanRuncard, problem: Problem, source: str) -> None:
         problems += empty_folds(runcard.scan.folds, problem, "scan.folds")
     if not problems:  # load_problem checked the base fraction without folds
         searched = runcard.scan.space.parameters.get("data.training_fraction")
-        lowest = runcard.data.training_fraction if searched is None else _lowest(searched)
-        if runcard.scan.folds or lowest < runcard.data.training_fraction:
+        lowest = runcard.fit.data.training_fraction if searched is None else _lowest(searched)
+        if runcard.scan.folds or lowest < runcard.fit.data.training_fraction:
             found = untrained_members(
-                problem, runcard.replica_ids, runcard.scan.folds, runcard.seeds.split, lowest
+                problem,
+                runcard.scan.replica_ids,
+                runcard.scan.folds,
+                runcard.fit.seeds.split,
+                lowest,
             )
             key = "data.training_fraction" if searched is None else _FRACTION_KEY
             problems += [(key, message) for _, message in found]
     if runcard.scan.objective.chi2 == "validation":
         problems += _validation_points(runcard)
-    problems += joint_space_problems(runcard)
+    problems += runcard.scan.space.joint_problems(runcard.fit)
     missing = [
         package
         for package in _SAMPLER_PACKAGES.get(runcard.scan.sampler.name, ())
@@ -110,7 +114,7 @@ def _lowest(searched: Range | Choices) -> float:
 def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
     """A validation objective needs validation points in every trial: a training fraction
     below 1, in the base runcard or throughout its searched range."""
-    if runcard.data.training_fraction >= 1:
+    if runcard.fit.data.training_fraction >= 1:
         return [
             (
                 "scan.objective.chi2",
@@ -135,7 +139,7 @@ def _validation_points(runcard: ScanRuncard) -> list[tuple[str, str]]:
 def check_new_study(runcard: ScanRuncard, source: str = "<runcard>") -> None:
     """Checks for a new study only: a study stored with such a runcard still opens, resumes
     (`scan`) and takes a new budget; RuncardError otherwise."""
-    if "replicas" in runcard.model_fields_set:  # even `replicas: 1`, which it would not be
+    if "replicas" in runcard.fit.model_fields_set:  # even `replicas: 1`, which it would not be
         raise RuncardError(
             [
                 (
@@ -149,10 +153,16 @@ def check_new_study(runcard: ScanRuncard, source: str = "<runcard>") -> None:
         )
 
 
+def _with_trial_replicas(runcard: ScanRuncard) -> FitRuncard:
+    """The fit part with the replicas of a trial, whose splits the data are checked for; the
+    folds are checked by :func:`check_runcard`, under their ``scan.folds`` keys."""
+    return runcard.fit.model_copy(update={"replicas": runcard.scan.replicas})
+
+
 def checked_data(runcard: ScanRuncard, source: str = "<runcard>") -> Problem:
     """The study's data, with every check that needs them passed (RuncardError otherwise):
     a command calls it before it opens, and so creates, a storage."""
-    problem = load_problem(runcard, source)
+    problem = load_problem(_with_trial_replicas(runcard), source)
     check_runcard(runcard, problem, source)
     return problem
 
@@ -299,7 +309,7 @@ def study_problem(setup: StudySetup) -> Problem:
             f"this worker's is {ENGINE}: their values would not compare; create a new study "
             "(status, export and report still read this one)"
         )
-    problem = load_problem(setup.runcard)
+    problem = load_problem(_with_trial_replicas(setup.runcard))
     expected = setup.study.user_attrs.get(FINGERPRINT_ATTR)
     here = problem.fingerprint()  # hashes every array of the data: once
     if here != expected:

@@ -65,10 +65,10 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
     section = runcard.scan.pruner
     if section.name == "none":
         return optuna.pruners.NopPruner()
-    steps_per_report = runcard.training.steps_per_call * section.report_every
+    steps_per_report = runcard.fit.training.steps_per_call * section.report_every
     if section.name == "hyperband":
         return optuna.pruners.HyperbandPruner(
-            min_resource=steps_per_report, max_resource=max(runcard.epochs, steps_per_report)
+            min_resource=steps_per_report, max_resource=max(runcard.fit.epochs, steps_per_report)
         )
     # Report n comes at step n · steps_per_report, and Optuna may prune from the step
     # n_warmup_steps on: one step past the last warm-up report.

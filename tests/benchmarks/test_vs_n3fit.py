@@ -61,7 +61,7 @@ def test_the_peer_hyperopt_card_becomes_a_valid_scan_runcard(tmp_path, skip_or_f
         ["HERA_NC_225GEV_EP-SIGMARED"],
         ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"],
     ]
-    assert card.training.threads == 1
+    assert card.fit.training.threads == 1
     assert set(card.scan.space.optimizer) == {"nadam"}
 
 

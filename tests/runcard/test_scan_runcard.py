@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Scan runcards: a fit runcard plus ``scan:``, whose space is checked against the fit schema."""
+"""Scan runcards: a fit part plus ``scan:``, whose space is checked against the fit schema."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from hyperscan.runcard import (
     RuncardError,
     ScanRuncard,
     dump_runcard,
-    fit_part,
-    joint_space_problems,
     load_fit_runcard,
     load_runcard,
     load_scan_runcard,
@@ -76,7 +74,7 @@ def test_full_scan_runcard_loads(tmp_path: Path) -> None:
     path.write_text(FULL)
     runcard = load_scan_runcard(path)
     assert isinstance(runcard, ScanRuncard)
-    assert isinstance(runcard, FitRuncard)
+    assert type(runcard.fit) is FitRuncard
     scan = runcard.scan
     assert (scan.trials, scan.replicas) == (120, 5)
     assert scan.folds == (("A", "B"), ("C",))
@@ -106,11 +104,11 @@ def test_full_scan_runcard_loads(tmp_path: Path) -> None:
     )
     assert space.parameters["data.pseudodata"] == Choices(choices=(True, False))
     # The fit part is the base runcard.
-    assert runcard.epochs == 3000
-    assert runcard.optimizer.name == "adam"
+    assert runcard.fit.epochs == 3000
+    assert runcard.fit.optimizer.name == "adam"
     # scan.replicas overrides the top-level replicas.
-    assert runcard.replicas == 3
-    assert runcard.replica_ids == (1, 2, 3, 4, 5)
+    assert runcard.fit.replicas == 3
+    assert runcard.scan.replica_ids == (1, 2, 3, 4, 5)
 
 
 def test_int_and_float_ranges_keep_their_kind() -> None:
@@ -152,7 +150,7 @@ def test_defaults() -> None:
     assert space.parameters == {}
     assert Range(low=1, high=2).log is False and Range(low=1, high=2).step is None
     # The fit part takes the fit defaults.
-    assert fit_part(runcard) == FitRuncard().model_dump(mode="json")
+    assert runcard.fit == FitRuncard()
 
 
 def test_held_out_allowed_with_folds_and_validation_too() -> None:
@@ -187,7 +185,7 @@ def test_load_runcard_dispatches(tmp_path: Path) -> None:
     assert type(scan) is ScanRuncard
     assert scan == load_scan_runcard(scan_path)
     assert fit == load_fit_runcard(fit_path)
-    assert runcard_from_dict(fit_part(scan)) == fit
+    assert scan.fit == fit
 
 
 def test_load_runcard_reports_scan_errors_and_file_errors(tmp_path: Path) -> None:
@@ -207,10 +205,10 @@ def test_load_runcard_reports_scan_errors_and_file_errors(tmp_path: Path) -> Non
 
 def test_fit_part_round_trip() -> None:
     scan = parse_scan_runcard(FULL)
-    part = fit_part(scan)
+    part = scan.fit.model_dump(mode="json")
     assert "scan" not in part
     fit = runcard_from_dict(part)
-    assert type(fit) is FitRuncard
+    assert type(fit) is FitRuncard and fit == scan.fit
     assert fit == parse_fit_runcard(FIT)
     assert parse_fit_runcard(dump_runcard(fit)) == fit
 
@@ -259,7 +257,7 @@ def test_a_space_with_no_valid_combination_is_found() -> None:
     trashed. Found for a new study (`study create`, `scan`); the schema itself, which also
     reads stored studies, accepts the space."""
     runcard = parse_scan_runcard(_positivity_space((5.0e5, 9.0e5), (2.0e5, 4.0e5)))
-    [(where, message)] = joint_space_problems(runcard)
+    [(where, message)] = runcard.scan.space.joint_problems(runcard.fit)
     assert where == "scan.space.parameters"
     assert message.startswith(
         "none of 256 draws from the space makes a valid fit runcard, so nearly every trial "
@@ -275,25 +273,26 @@ def test_a_space_with_no_valid_combination_is_found() -> None:
 def test_a_space_with_valid_combinations_passes(initial, maximum) -> None:
     """Where some combinations are valid, the others are trashed trial by trial, by design;
     narrow ranges are drawn at full precision, not rounded onto one invalid value."""
-    assert joint_space_problems(parse_scan_runcard(_positivity_space(initial, maximum))) == []
+    runcard = parse_scan_runcard(_positivity_space(initial, maximum))
+    assert runcard.scan.space.joint_problems(runcard.fit) == []
 
 
 def test_with_settings() -> None:
-    base = fit_part(parse_scan_runcard(FULL))
+    base = parse_scan_runcard(FULL).fit.model_dump(mode="json")
     data = with_settings(base, {"epochs": 10, "optimizer.name": "sgd"})
     assert data["epochs"] == 10 and data["optimizer"]["name"] == "sgd"
     assert base["epochs"] == 3000  # a copy
     # Searching the multiplier clears the default max; searching max clears a multiplier.
     fit = runcard_from_dict(with_settings(base, {"positivity.multiplier": 1.1}))
     assert (fit.positivity.max, fit.positivity.multiplier) == (None, 1.1)
-    back = runcard_from_dict(with_settings(fit_part(fit), {"positivity.max": 1.0e4}))
+    back = runcard_from_dict(with_settings(fit.model_dump(mode="json"), {"positivity.max": 1.0e4}))
     assert (back.positivity.max, back.positivity.multiplier) == (1.0e4, None)
 
 
 def test_exclusive_settings_can_be_searched() -> None:
     text = "scan: {space: {parameters: {positivity.multiplier: {low: 1.01, high: 1.2}}}}\n"
     runcard = parse_scan_runcard(text)
-    assert runcard.positivity.max == 1.0e6  # the base keeps its default
+    assert runcard.fit.positivity.max == 1.0e6  # the base keeps its default
     assert parse_scan_runcard(dump_runcard(runcard)) == runcard
 
 
@@ -701,6 +700,26 @@ def test_fit_and_scan_mistakes_are_reported_together() -> None:
     ]
 
 
+def test_fit_part_mistakes_keep_their_key_paths() -> None:
+    """The fit part's keys stand at the top level, so its errors name them there."""
+    text = "traning: {}\ntraining: {jit: 1}\nscan: {space: {activation: [tanh]}}\n"
+    with pytest.raises(RuncardError) as excinfo:
+        parse_scan_runcard(text)
+    problems = dict(excinfo.value.problems)
+    assert list(problems) == ["training.jit", "traning"]
+    assert problems["traning"].startswith("unknown key 'traning' (did you mean 'training'?)")
+    assert problems["traning"].endswith(", training, folds, scan")  # the allowed keys
+    assert problems["training.jit"] == "expected a boolean (true or false), got the integer 1"
+
+
+def test_a_scan_runcard_is_built_from_its_parts() -> None:
+    card = parse_scan_runcard(FULL)
+    again = ScanRuncard(fit=card.fit, scan=card.scan)
+    assert again == card and again.fit is card.fit
+    assert dump_runcard(again) == dump_runcard(card)
+    assert list(card.model_dump(mode="json"))[-1] == "scan"  # the fit keys, then scan
+
+
 def _studies() -> list[Path]:
     return sorted(STUDIES.glob("*.yml")) + sorted(STUDIES.glob("*.yaml"))
 
@@ -708,19 +727,23 @@ def _studies() -> list[Path]:
 @pytest.mark.parametrize("path", _studies(), ids=lambda p: p.name)
 def test_every_study_loads(path: Path) -> None:
     runcard = load_runcard(path)
-    assert isinstance(runcard, FitRuncard)
     if "scan" in path.name:
         assert isinstance(runcard, ScanRuncard)
+        assert type(runcard.fit) is FitRuncard
         assert parse_scan_runcard(dump_runcard(runcard)) == runcard
+    else:
+        assert type(runcard) is FitRuncard
 
 
 def test_quickstart_scan() -> None:
     runcard = load_scan_runcard(STUDIES / "quickstart-scan.yml")
     scan = runcard.scan
-    assert runcard.data.closure.size == "small" and runcard.data.closure.level == 1
-    assert runcard.epochs == 1000
-    assert runcard.training.steps_per_call == 100
-    assert runcard.training.precision == "float32"
+    fit = runcard.fit
+    assert fit.data.closure is not None
+    assert fit.data.closure.size == "small" and fit.data.closure.level == 1
+    assert fit.epochs == 1000
+    assert fit.training.steps_per_call == 100
+    assert fit.training.precision == "float32"
     assert (scan.trials, scan.replicas, scan.folds) == (8, 2, ())
     assert scan.space.optimizer is not None
     assert sorted(scan.space.optimizer) == ["adam", "nadam"]
@@ -740,9 +763,9 @@ def test_kfold_scan() -> None:
     assert kfold.scan.members == 3 * kfold.scan.replicas
     # Otherwise the same scan as the quick start, on data with a twin for every held-out
     # dataset (the medium closure test) and with fits long enough to predict them.
-    assert (kfold.data.closure.size, kfold.epochs) == ("medium", 4000)
-    expected = fit_part(quick)
+    assert (kfold.fit.data.closure.size, kfold.fit.epochs) == ("medium", 4000)
+    expected = quick.fit.model_dump(mode="json")
     expected["data"]["closure"]["size"] = "medium"
     expected["epochs"] = 4000
-    assert fit_part(kfold) == expected
+    assert kfold.fit.model_dump(mode="json") == expected
     assert kfold.scan.space == quick.scan.space

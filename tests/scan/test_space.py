@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Search space -> Optuna parameters -> fixed fit runcard -> exported file."""
+"""Search space (hyperscan.runcard.Space) -> Optuna parameters -> fit runcard of a trial ->
+exported file."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from hyperscan.runcard import (
     parse_fit_runcard,
     parse_scan_runcard,
 )
-from hyperscan.scan._space import export_text, fixed_runcard, suggest
+from hyperscan.scan import export_text
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -64,7 +65,7 @@ def study(runcard: ScanRuncard) -> optuna.Study:
     study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=1, n_startup_trials=20))
 
     def objective(trial: optuna.Trial) -> float:
-        params = suggest(trial, runcard.scan)
+        params = runcard.scan.space.suggest(trial)
         assert params == trial.params
         return math.log(params.get("adam.learning_rate", 1.0)) + params.get("layers", 0)
 
@@ -133,10 +134,10 @@ def test_values_inside_ranges_and_ints_are_ints(runcard: ScanRuncard, study: opt
         assert type(params["data.pseudodata"]) is bool
 
 
-def test_fixed_runcard_applies_every_parameter(runcard: ScanRuncard, study: optuna.Study) -> None:
+def test_trial_runcard_applies_every_parameter(runcard: ScanRuncard, study: optuna.Study) -> None:
     for trial in study.trials:
         params = trial.params
-        fit = fixed_runcard(runcard, params)
+        fit = runcard.trial_runcard(params)
         assert type(fit) is FitRuncard
         name = params["optimizer"]
         assert fit.optimizer.name == name
@@ -155,14 +156,14 @@ def test_fixed_runcard_applies_every_parameter(runcard: ScanRuncard, study: optu
         # The trial's replicas, whatever the top-level replicas of the base.
         assert fit.replicas == (1, 2, 3)
         # Untouched settings keep the base values.
-        assert fit.seeds == runcard.seeds
-        assert fit.preprocessing == runcard.preprocessing
+        assert fit.seeds == runcard.fit.seeds
+        assert fit.preprocessing == runcard.fit.preprocessing
 
 
 def test_suggest_is_reproduced_by_a_fixed_trial(runcard: ScanRuncard, study: optuna.Study) -> None:
     for trial in study.trials[:20]:
         fixed = optuna.trial.FixedTrial(trial.params)
-        assert suggest(fixed, runcard.scan) == trial.params
+        assert runcard.scan.space.suggest(fixed) == trial.params
 
 
 def test_stored_integers_may_come_back_as_floats(runcard: ScanRuncard) -> None:
@@ -180,7 +181,7 @@ def test_stored_integers_may_come_back_as_floats(runcard: ScanRuncard) -> None:
         "architecture.initializer": "glorot_uniform",
         "data.pseudodata": False,
     }
-    fit = fixed_runcard(runcard, params)
+    fit = runcard.trial_runcard(params)
     assert fit.architecture.nodes == (15, 20)
     assert fit.epochs == 600
     assert fit.optimizer.clipnorm is None
@@ -188,8 +189,8 @@ def test_stored_integers_may_come_back_as_floats(runcard: ScanRuncard) -> None:
 
 
 def _some_params(runcard: ScanRuncard) -> dict[str, Any]:
-    return suggest(
-        optuna.create_study(sampler=optuna.samplers.RandomSampler(0)).ask(), runcard.scan
+    return runcard.scan.space.suggest(
+        optuna.create_study(sampler=optuna.samplers.RandomSampler(0)).ask()
     )
 
 
@@ -209,7 +210,7 @@ def test_params_of_another_space_are_refused(runcard: ScanRuncard, change, fragm
     params = _some_params(runcard)
     change(params)
     with pytest.raises(ValueError, match=fragment):
-        fixed_runcard(runcard, params)
+        runcard.trial_runcard(params)
 
 
 def test_other_optimizers_parameters_are_refused(runcard: ScanRuncard) -> None:
@@ -218,7 +219,7 @@ def test_other_optimizers_parameters_are_refused(runcard: ScanRuncard) -> None:
     params.pop("nadam.learning_rate", None)
     params.pop("nadam.clipnorm", None)
     with pytest.raises(ValueError, match="not in the space: adam.learning_rate"):
-        fixed_runcard(runcard, params)
+        runcard.trial_runcard(params)
 
 
 def test_invalid_combination_is_a_runcard_error() -> None:
@@ -226,10 +227,10 @@ def test_invalid_combination_is_a_runcard_error() -> None:
         "scan: {space: {parameters: {positivity.initial: {low: 1, high: 1.0e4},"
         " positivity.max: {low: 1000, high: 1.0e6}}}}"
     )
-    ok = fixed_runcard(runcard, {"positivity.initial": 10.0, "positivity.max": 1.0e4})
+    ok = runcard.trial_runcard({"positivity.initial": 10.0, "positivity.max": 1.0e4})
     assert (ok.positivity.initial, ok.positivity.max) == (10.0, 1.0e4)
     with pytest.raises(RuncardError) as excinfo:
-        fixed_runcard(runcard, {"positivity.initial": 5000.0, "positivity.max": 2000.0})
+        runcard.trial_runcard({"positivity.initial": 5000.0, "positivity.max": 2000.0})
     assert excinfo.value.source == "<trial parameters>"
     assert excinfo.value.problems[0][0] == "positivity.max"
 
@@ -238,14 +239,14 @@ def test_activation_without_layers_and_layers_without_activation() -> None:
     only_activation = parse_scan_runcard(
         "architecture: {nodes: [8, 8, 8]}\nscan: {space: {activation: [sigmoid, elu]}}"
     )
-    fit = fixed_runcard(only_activation, {"activation": "elu"})
+    fit = only_activation.trial_runcard({"activation": "elu"})
     assert fit.architecture.nodes == (8, 8, 8)
     assert fit.architecture.activations == ("elu", "elu", "elu")
     only_layers = parse_scan_runcard(
         "architecture: {nodes: [8, 8], activations: [sigmoid, sigmoid]}\n"
         "scan: {space: {layers: {low: 1, high: 3}, units: {low: 2, high: 9}}}"
     )
-    fit = fixed_runcard(only_layers, {"layers": 3, "units_1": 2, "units_2": 5, "units_3": 9})
+    fit = only_layers.trial_runcard({"layers": 3, "units_1": 2, "units_2": 5, "units_3": 9})
     assert fit.architecture.nodes == (2, 5, 9)
     assert fit.architecture.activations == ("sigmoid",) * 3
 
@@ -256,9 +257,9 @@ def test_single_optimizer_parameter_without_optimizer_space() -> None:
         " {optimizer.learning_rate: {low: 1.0e-3, high: 1.0e-1, log: true}}}}"
     )
     trial = optuna.create_study().ask()
-    params = suggest(trial, runcard.scan)
+    params = runcard.scan.space.suggest(trial)
     assert list(params) == ["optimizer.learning_rate"]
-    fit = fixed_runcard(runcard, params)
+    fit = runcard.trial_runcard(params)
     assert fit.optimizer.name == "sgd"
     assert fit.optimizer.learning_rate == params["optimizer.learning_rate"]
 
@@ -274,7 +275,7 @@ def test_export_loads_back(runcard: ScanRuncard, study: optuna.Study, tmp_path: 
         "note": "two\nlines",
     }
     text = export_text(runcard, best.params, provenance)
-    fixed = fixed_runcard(runcard, best.params)
+    fixed = runcard.trial_runcard(best.params)
     assert parse_fit_runcard(text) == fixed
     path = tmp_path / "best.yml"
     path.write_text(text)
@@ -297,8 +298,8 @@ def test_study_files_suggest_and_fix(name: str) -> None:
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     for _ in range(20):
         trial = study.ask()
-        params = suggest(trial, runcard.scan)
-        fit = fixed_runcard(runcard, params)
+        params = runcard.scan.space.suggest(trial)
+        fit = runcard.trial_runcard(params)
         assert fit.replica_ids == (1, 2)
         assert 1 <= len(fit.architecture.nodes) <= 2
         assert all(8 <= n <= 30 for n in fit.architecture.nodes)
@@ -317,7 +318,7 @@ def test_kfold_study_folds_hold_out_only_what_the_fit_still_measures() -> None:
     runcard = load_scan_runcard(STUDIES / "kfold-scan.yml")
     smallest_x = {
         d.name: float(d.kinematics[:, 0].min())
-        for d in closure_problem(runcard.data.closure.size).datasets
+        for d in closure_problem(runcard.fit.data.closure.size).datasets
     }
     in_folds = [name for fold in runcard.scan.folds for name in fold]
     assert len(set(in_folds)) == len(in_folds) and set(in_folds) <= set(smallest_x)
@@ -328,3 +329,38 @@ def test_kfold_study_folds_hold_out_only_what_the_fit_still_measures() -> None:
         for name in fold:
             twins = [t for t in fitted if t.rsplit("_", 1)[1] == name.rsplit("_", 1)[1]]
             assert any(smallest_x[t] <= smallest_x[name] for t in twins), (name, twins)
+
+
+def test_dimensions_name_every_parameter_and_its_condition(runcard: ScanRuncard) -> None:
+    dimensions = {d.name: d for d in runcard.scan.space.dimensions}
+    assert list(dimensions)[:7] == [
+        "optimizer",
+        "nadam.learning_rate",
+        "nadam.clipnorm",
+        "adam.learning_rate",
+        "sgd.clipnorm",
+        "layers",
+        "units_1",
+    ]
+    assert set(dimensions) - {"optimizer", "layers", "activation"} == {
+        "nadam.learning_rate",
+        "nadam.clipnorm",
+        "adam.learning_rate",
+        "sgd.clipnorm",
+        *(f"units_{k}" for k in range(1, 5)),
+        *runcard.scan.space.parameters,
+    }
+    assert dimensions["adam.learning_rate"].when == ("optimizer", ("adam",))
+    assert dimensions["units_3"].when == ("layers", (3, 4))
+    assert dimensions["units_1"].distribution == runcard.scan.space.units
+    assert dimensions["epochs"].when is None
+
+
+def test_apply_keeps_what_the_space_does_not_draw(runcard: ScanRuncard) -> None:
+    """Space.apply changes only the drawn settings: a trial's replicas and folds come from
+    ScanRuncard.trial_runcard."""
+    params = _some_params(runcard)
+    fit = runcard.scan.space.apply(runcard.fit, params)
+    assert fit.replicas == runcard.fit.replicas == 7
+    trial = runcard.trial_runcard(params)
+    assert fit == trial.model_copy(update={"replicas": 7})

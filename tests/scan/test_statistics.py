@@ -16,7 +16,6 @@ import pytest
 
 from hyperscan.fit import MemberSpec, member_specs
 from hyperscan.runcard import ObjectiveSection, load_scan_runcard
-from hyperscan.scan import fixed_runcard, suggest
 from hyperscan.scan._statistics import (
     all_statistics,
     fold_statistic,
@@ -355,10 +354,10 @@ def test_all_statistics_keeps_non_finite_values() -> None:
 def test_member_specs_without_folds_are_the_replicas() -> None:
     card = load_scan_runcard(STUDIES / "quickstart-scan.yml")
     assert card.scan.replicas == 2 and not card.scan.folds
-    assert member_specs(card.replica_ids, card.scan.folds) == [MemberSpec(1), MemberSpec(2)]
+    assert member_specs(card.scan.replica_ids, card.scan.folds) == [MemberSpec(1), MemberSpec(2)]
     assert all(
         spec.fold == -1 and spec.held_out == ()
-        for spec in member_specs(card.replica_ids, card.scan.folds)
+        for spec in member_specs(card.scan.replica_ids, card.scan.folds)
     )
 
 
@@ -366,7 +365,7 @@ def test_member_specs_are_folds_times_replicas() -> None:
     card = load_scan_runcard(STUDIES / "kfold-scan.yml")
     folds = [tuple(fold) for fold in card.scan.folds]
     assert len(folds) == 3 and card.scan.replicas == 2
-    specs = member_specs(card.replica_ids, card.scan.folds)
+    specs = member_specs(card.scan.replica_ids, card.scan.folds)
     assert specs == [
         MemberSpec(1, held_out=folds[0], fold=0),
         MemberSpec(2, held_out=folds[0], fold=0),
@@ -381,7 +380,7 @@ def test_member_specs_are_folds_times_replicas() -> None:
 def test_member_specs_scale_with_replicas_and_feed_trial_value() -> None:
     base = load_scan_runcard(STUDIES / "kfold-scan.yml")
     card = base.model_copy(update={"scan": base.scan.model_copy(update={"replicas": 4})})
-    specs = member_specs(card.replica_ids, card.scan.folds)
+    specs = member_specs(card.scan.replica_ids, card.scan.folds)
     assert len(specs) == 12
     assert [spec.replica for spec in specs] == [1, 2, 3, 4] * 3
     tags = np.array([spec.fold for spec in specs])
@@ -397,6 +396,8 @@ def test_a_trial_s_fit_runcard_has_the_trial_s_members() -> None:
     """The fit runcard of a k-fold trial (what export writes) lists the trial's folds and
     replicas, so `hyperscan fit` of it fits the members the worker fitted, in its order."""
     card = load_scan_runcard(STUDIES / "kfold-scan.yml")
-    params = suggest(optuna.create_study(sampler=optuna.samplers.RandomSampler(0)).ask(), card.scan)
-    fit = fixed_runcard(card, params)
-    assert fit.folds == card.scan.folds and fit.replica_ids == card.replica_ids
+    params = card.scan.space.suggest(
+        optuna.create_study(sampler=optuna.samplers.RandomSampler(0)).ask()
+    )
+    fit = card.trial_runcard(params)
+    assert fit.folds == card.scan.folds and fit.replica_ids == card.scan.replica_ids

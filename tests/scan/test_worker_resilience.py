@@ -101,7 +101,7 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
 
     monkeypatch.setattr(_objective, "run_fit", signalled_fit)
     study = optuna.create_study()
-    objective = Objective(runcard, load_problem(runcard), stop)
+    objective = Objective(runcard, load_problem(runcard.fit), stop)
     study.optimize(objective, n_trials=1, catch=(WorkerStopping,))
     trial = study.trials[0]
     if kept:

@@ -204,8 +204,8 @@ def apart_rows(trials: Trials) -> list[list[Any]]:
 
 def real_sets(card: ScanRuncard) -> int:
     """The real datasets fitted: those of ``data.datasets`` when it selects some."""
-    selected = card.data.datasets
-    return len(card.data.real.datasets) if selected == "all" else len(selected)
+    selected = card.fit.data.datasets
+    return len(card.fit.data.real.datasets) if selected == "all" else len(selected)
 
 
 def summary_rows(
@@ -238,11 +238,11 @@ def summary_rows(
                 f"{scan.replicas} {'replica' if scan.replicas == 1 else 'replicas'}"
                 + (f" × {len(scan.folds)} folds" if scan.folds else "")
                 + (
-                    f", closure data {card.data.closure.size} (level {card.data.closure.level}), "
-                    if card.data.closure is not None
+                    f", closure data {card.fit.data.closure.size} (level {card.fit.data.closure.level}), "
+                    if card.fit.data.closure is not None
                     else f", real DIS data ({real_sets(card)} sets), "
                 )
-                + f"at most {card.epochs} epochs",
+                + f"at most {card.fit.epochs} epochs",
             ),
             (
                 "sampler / pruner",
