@@ -30,7 +30,10 @@ from hyperscan.report._study_report import (
     throughput_figure,
 )
 from hyperscan.runcard import parse_scan_runcard
-from hyperscan.scan import create_study, load_study, open_storage, summary, trial_value
+from hyperscan.scan import open_storage
+from hyperscan.scan._statistics import summary, trial_value
+from hyperscan.scan._storage import load_study
+from hyperscan.scan._study import create_study
 
 
 class _Tags(HTMLParser):

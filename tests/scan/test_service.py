@@ -36,23 +36,15 @@ from click.testing import CliRunner, Result
 from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
-import hyperscan.scan
+import hyperscan.scan._api
 from hyperscan.cli import _scan as _scan_cli
 from hyperscan.cli import main
+from hyperscan.cli._render import trial_line
 from hyperscan.runcard import FitRuncard, load_fit_runcard, scan_runcard_from_dict
-from hyperscan.scan import (
-    STORAGE_ENV,
-    ScanError,
-    StorageError,
-    create_study,
-    load_study,
-    open_storage,
-    redact,
-    resolve_url,
-    study_names,
-    trial_line,
-    write_atomically,
-)
+from hyperscan.scan import ScanError, StorageError, open_storage, write_atomically
+from hyperscan.scan._local import trial_record
+from hyperscan.scan._storage import STORAGE_ENV, load_study, redact, resolve_url, study_names
+from hyperscan.scan._study import create_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -452,7 +444,9 @@ def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
     assert queued.state == TrialState.WAITING
     assert queued.user_attrs["retry_of"] == failed.number
     assert queued.system_attrs["fixed_params"] == failed.params  # how Optuna queues params
-    assert trial_line(failed) == f"trial {failed.number}: re-queued (its worker stopped)"
+    assert (
+        trial_line(trial_record(failed)) == f"trial {failed.number}: re-queued (its worker stopped)"
+    )
 
     status = cli("study", "status", "--study", "term", "--storage", url)
     assert status.exit_code == 0, status.output
@@ -696,7 +690,7 @@ def test_ctrl_c_in_a_short_command_exits_130_as_the_long_ones_do(tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     write_card(tmp_path / "scan.yml", TINY_SCAN)
-    monkeypatch.setattr(hyperscan.scan, "open_storage", interrupted)
+    monkeypatch.setattr(hyperscan.scan._api, "open_storage", interrupted)
     result = cli(*command, "--storage", tmp_path / "scan.journal")
     assert result.exit_code == 130, result.output
     assert result.stderr == "interrupted: nothing was half-written\n"
@@ -810,7 +804,7 @@ def test_a_worker_stopped_as_it_ends_counts_its_trials(tmp_path, monkeypatch):
         time.sleep(5)  # the handler interrupts this
 
     monkeypatch.setattr(_scan_cli, "configure_or_fail", lambda device, threads: None)
-    monkeypatch.setattr("hyperscan.scan.run_worker", one_trial_then_stopped, raising=False)
+    monkeypatch.setattr("hyperscan.scan._worker.run_worker", one_trial_then_stopped)
     result = cli("worker", "--study", "s", "--storage", url, "--quiet")
     closing = "worker done: 2 trials (1 re-queued), stopped by signal\n"
     assert (result.exit_code, result.output) == (0, closing)

@@ -16,7 +16,7 @@ import pytest
 
 from hyperscan.fit import MemberSpec, member_specs
 from hyperscan.runcard import ObjectiveSection, load_scan_runcard
-from hyperscan.scan import fixed_runcard, suggest
+from hyperscan.scan._space import fixed_runcard, suggest
 from hyperscan.scan._statistics import (
     all_statistics,
     fold_statistic,

@@ -32,7 +32,6 @@ from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import create_study
 from hyperscan.scan._storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
@@ -45,6 +44,7 @@ from hyperscan.scan._storage import (
     resolve_url,
     study_names,
 )
+from hyperscan.scan._study import create_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
