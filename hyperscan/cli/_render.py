@@ -84,14 +84,18 @@ def _earlier(shown: int, total: int) -> str:
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "    ") -> list[str]:
-    """Columns aligned: the first to the left, the others (numbers) to the right."""
+    """Columns aligned: a column of numbers to the right, any other to the left."""
     cells = [list(header)] + [[_cell(value) for value in row] for row in rows]
     widths = [max(len(row[k]) for row in cells) for k in range(len(header))]
+    numeric = [
+        all(isinstance(row[k], int | float) or row[k] is None for row in rows)
+        for k in range(len(header))
+    ]
     return [
         indent
         + "  ".join(
-            cell.ljust(width) if k == 0 else cell.rjust(width)
-            for k, (cell, width) in enumerate(zip(row, widths, strict=True))
+            cell.rjust(width) if numbers else cell.ljust(width)
+            for cell, width, numbers in zip(row, widths, numeric, strict=True)
         ).rstrip()
         for row in cells
     ]
@@ -110,8 +114,8 @@ def _spread_rows(spreads: Mapping[str, Mapping[str, float]]) -> list[list[Any]]:
         if "mean" in spread:
             rows.append([name, *(spread.get(key) for key in SPREAD), spread.get("n")])
         else:
-            finite = f"{spread.get('finite', 0)} finite"
-            rows.append([name, finite, *([None] * (len(SPREAD) - 1)), spread.get("n")])
+            finite = f"{name} ({spread.get('finite', 0)} finite)"
+            rows.append([finite, *([None] * len(SPREAD)), spread.get("n")])
     return rows
 
 
@@ -132,8 +136,13 @@ def _best_lines(status: StudyStatus) -> list[str]:
     if best.folds:
         lines.append("  objective chi2 per point of each fold's replicas:")
         lines += table(["fold", *SPREAD, "n"], _spread_rows(best.folds))
-    if best.fit:
-        lines.append("  fit: " + ", ".join(f"{key} {value}" for key, value in best.fit.items()))
+    scalars = {key: value for key, value in best.fit.items() if not isinstance(value, dict)}
+    if scalars:
+        lines.append("  fit: " + ", ".join(f"{key} {value}" for key, value in scalars.items()))
+    spreads = {key: value for key, value in best.fit.items() if isinstance(value, dict)}
+    if spreads:
+        lines.append("  fit, across replicas:")
+        lines += table(["", *SPREAD, "n"], _spread_rows(spreads))
     return lines
 
 

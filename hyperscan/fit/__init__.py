@@ -1,5 +1,6 @@
 """Fitting an ensemble: compiled training loop, stopping, positivity, divergence, results."""
 
+from hyperscan.fit._api import fit_runcard
 from hyperscan.fit._fit import (
     DIVERGED_STATUS,
     OK,
@@ -49,6 +50,7 @@ __all__ = [
     "TrainingOutcome",
     "build_ensemble",
     "build_members",
+    "fit_runcard",
     "make_optimizer",
     "member_specs",
     "output_xgrid",
