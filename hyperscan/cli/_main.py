@@ -79,8 +79,8 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         from hyperscan.fit import (
             ProgressBar,
             ResultsKeptError,
-            fit_runcard,
             member_specs,
+            run_fit,
             stop_on_signals,
             summary,
             write_fit,
@@ -108,7 +108,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
 
     with stop_on_signals(stop, second_aborts=True, announce=announce) as hold:
         try:
-            result = fit_runcard(card, on_sync, problem=problem)
+            result = run_fit(card, problem=problem, on_sync=on_sync)
         except KeyboardInterrupt:
             click.echo("aborted by a second signal: nothing written", err=True)
             sys.exit(INTERRUPTED)
