@@ -145,7 +145,8 @@ def user_errors(*also: type[Exception]) -> Iterator[None]:
 
 def check_folder_exists(path: Path) -> None:
     """Fail when the folder that is to hold the file ``path`` does not exist: a typo in ``-o``
-    would else create folders nobody asked for."""
+    would else create folders nobody asked for. After :func:`check_target`, which names a
+    file on the way."""
     if not os.path.isdir(path.absolute().parent):
         fail(f"cannot write {path}: the folder {path.parent} does not exist")
 

@@ -47,8 +47,8 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
       hyperscan report --study quickstart-scan -o quickstart-report.html
     """
     check_not_an_input(output, storage)
-    check_folder_exists(output)
     check_target(output, force)
+    check_folder_exists(output)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import reading_study, storage_location, write_atomically

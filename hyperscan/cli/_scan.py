@@ -217,8 +217,8 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     """Write the best eligible trial, or trial N, as a fit runcard (`hyperscan fit`
     reproduces it)."""
     check_not_an_input(output, storage)
-    check_folder_exists(output)
     check_target(output, force)
+    check_folder_exists(output)
     quiet_optuna()
     from hyperscan.scan import open_study
 
@@ -303,8 +303,8 @@ def scan(
     name = name or runcard.stem
     output = output or default_output(name)
     check_not_an_input(output, storage, runcard)
-    check_folder_exists(output)
     check_target(output, force=True)  # rewritten as the study grows: see --output
+    check_folder_exists(output)
 
     def tell(event) -> None:
         if isinstance(event, ScanPlan):  # before any worker starts

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    fail,
     grace_period_option,
     not_blank,
     quiet_optuna,
@@ -25,25 +26,18 @@ def load_scan_runcard(path: Path):
     from hyperscan.runcard import RuncardError, load_fit_runcard
     from hyperscan.runcard import load_scan_runcard as load
 
-    with user_errors():
+    try:
+        return load(path)
+    except RuncardError as error:
         try:
-            return load(path)
-        except RuncardError as error:
-            try:
-                load_fit_runcard(path)
-            except RuncardError:
-                raise error from None
-            raise RuncardError(
-                [
-                    (
-                        "",
-                        "is a fit runcard (it has no 'scan:' section): fit it with "
-                        f"`hyperscan fit {path} -o OUTDIR`, or add a 'scan:' section to scan it "
-                        "(studies/quickstart-scan.yml shows one)",
-                    )
-                ],
-                source=str(path),
-            ) from None
+            load_fit_runcard(path)
+        except RuncardError:
+            fail(str(error))
+        fail(
+            f"{path} is a fit runcard (it has no 'scan:' section): fit it with "
+            f"`hyperscan fit {path} -o OUTDIR`, or add a 'scan:' section to scan it "
+            "(studies/quickstart-scan.yml shows one)"
+        )
 
 
 @click.group()
