@@ -133,6 +133,7 @@ class Study:
 
     @property
     def name(self) -> str:
+        """The study's name in its storage."""
         return self._setup.study.study_name
 
     @property
@@ -142,6 +143,7 @@ class Study:
 
     @property
     def runcard(self) -> ScanRuncard:
+        """The scan runcard the study carries, as stored when it was opened."""
         return self._setup.runcard
 
     @property
@@ -238,6 +240,10 @@ def create_study(
     The runcard and its data are checked before the storage is created or written.
     """
     card, source = _scan_runcard(runcard)
+    return _create(card, source, storage, name)
+
+
+def _create(card: ScanRuncard, source: str, storage: str | None, name: str | None) -> Study:
     if name is None:
         if source == "<runcard>":
             raise ScanError("a study of a loaded runcard needs a name")
@@ -352,8 +358,8 @@ def run_scan(
     re-queued); the result says so, and the same call resumes the study.
     """
     tell = on_event or (lambda event: None)
-    card, _ = _scan_runcard(runcard)
-    study = create_study(runcard, storage, name)
+    card, source = _scan_runcard(runcard)
+    study = _create(card, source, storage, name)
     cores = usable_cores()
     with study._reading():
         optuna_study = study.optuna_study
