@@ -6,7 +6,8 @@ import math
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -56,6 +57,10 @@ storage_option = click.option(
 )
 
 study_option = click.option("--study", "name", required=True, help="Study name.")
+
+#: A runcard to read. A folder is not refused here, with click's three-line usage error, but by
+#: the loader, in the one `error:` line every other unreadable runcard gets.
+runcard_argument = click.argument("runcard", type=click.Path(path_type=Path))
 
 
 def grace_period_option(help: str) -> OptionDecorator:
@@ -125,6 +130,27 @@ def fail(message: str) -> NoReturn:
     sys.exit(USAGE_ERROR)
 
 
+@contextmanager
+def user_errors(*also: type[Exception]) -> Iterator[None]:
+    """A mistake in a runcard, a study or a storage (and ``also``): its message in one line,
+    exit code 2; the API's messages say all a user needs."""
+    from hyperscan.runcard import RuncardError
+    from hyperscan.scan import ScanError, StorageError
+
+    try:
+        yield
+    except (RuncardError, ScanError, StorageError, *also) as error:
+        fail(str(error))
+
+
+def check_folder_exists(path: Path) -> None:
+    """Fail when the folder that is to hold the file ``path`` does not exist: a typo in ``-o``
+    would else create folders nobody asked for. After :func:`check_target`, which names a
+    file on the way."""
+    if not os.path.isdir(path.absolute().parent):
+        fail(f"cannot write {path}: the folder {path.parent} does not exist")
+
+
 def check_target(path: Path, force: bool) -> None:
     """Fail before any work when ``path`` (a file or folder to write) could not be written, so
     that a long fit or scan is never lost to a typo in ``-o``."""
@@ -139,9 +165,13 @@ def check_target(path: Path, force: bool) -> None:
 def check_not_an_input(output: Path, storage: str | None, runcard: Path | None = None) -> None:
     """Fail when ``output`` is the storage's file or the scan runcard, which a forced or
     always-rewritten output would replace: the storage with every study in it."""
-    from hyperscan.scan import storage_file
+    from hyperscan.scan import StorageError, storage_location
 
-    inputs = {"the storage's file": storage_file(storage), "the scan runcard": runcard}
+    try:
+        stored = storage_location(storage).file
+    except StorageError:  # a malformed URL: the command says so when it opens it
+        stored = None
+    inputs = {"the storage's file": stored, "the scan runcard": runcard}
     for what, path in inputs.items():
         if path is not None and _resolved(output) == _resolved(path):
             fail(f"{output} is {what}; give another file")

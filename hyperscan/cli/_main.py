@@ -18,9 +18,11 @@ from hyperscan.cli._common import (
     check_target,
     fail,
     folder_path,
+    runcard_argument,
 )
 from hyperscan.cli._report import plot, report
-from hyperscan.cli._scan import dashboard, export, scan, study, worker
+from hyperscan.cli._scan import dashboard, export, scan, worker
+from hyperscan.cli._study import study
 from hyperscan.cli._tensorflow import configure_or_fail
 
 
@@ -44,7 +46,7 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("runcard", type=click.Path(path_type=Path, dir_okay=False))
+@runcard_argument
 @click.option(
     "-o",
     "--output",

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    check_folder_exists,
     check_not_an_input,
     check_target,
     fail,
@@ -16,6 +17,7 @@ from hyperscan.cli._common import (
     quiet_optuna,
     storage_option,
     study_option,
+    user_errors,
 )
 
 
@@ -46,26 +48,15 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     """
     check_not_an_input(output, storage)
     check_target(output, force)
+    check_folder_exists(output)
     quiet_optuna()
     from hyperscan.report import ReportError, study_report
-    from hyperscan.scan import (
-        ScanError,
-        StorageError,
-        explained_storage_errors,
-        load_study,
-        open_storage,
-        storage_url,
-        write_atomically,
-    )
+    from hyperscan.scan import reading_study, storage_location, write_atomically
 
-    try:
-        handle = open_storage(storage)
-        study = load_study(handle, name)
-        with explained_storage_errors(handle):
-            text = study_report(study, storage_url(handle), top=top)
+    with user_errors(ReportError):
+        with reading_study(name, storage) as study:
+            text = study_report(study, storage_location(storage).url, top=top)
         write_atomically(output, text, force=force)
-    except (ScanError, StorageError, ReportError) as error:
-        fail(str(error))
     click.echo(f"report of study {name!r} written to {output}")
 
 

@@ -33,6 +33,7 @@ from hyperscan.fit._output import (
 from hyperscan.fit._signals import stop_on_signals
 
 if TYPE_CHECKING:
+    from hyperscan.fit._api import fit_runcard
     from hyperscan.fit._fit import (
         FitResult,
         build_ensemble,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
 
 _TENSORFLOW = {
+    "fit_runcard": "_api",
     "FitResult": "_fit",
     "build_ensemble": "_fit",
     "output_xgrid": "_fit",
@@ -91,6 +93,7 @@ __all__ = [
     "TrainingOutcome",
     "build_ensemble",
     "build_members",
+    "fit_runcard",
     "make_optimizer",
     "member_specs",
     "output_xgrid",

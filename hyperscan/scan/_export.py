@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.runcard import NotInSpace, RuncardError, ScanRuncard, dump_runcard
-from hyperscan.scan._local import counts_line
+from hyperscan.scan._status import state_counts
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
 
@@ -27,7 +27,8 @@ def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
     study = setup.study
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
-        listed = counts_line(study)  # trashed apart from pruned, as `scan` prints them
+        counts = state_counts(study.get_trials(deepcopy=False))  # trashed apart from pruned
+        listed = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
         pruned = study.get_trials(deepcopy=False, states=(TrialState.PRUNED,))
         other = "; `hyperscan export --trial N` writes a pruned or trashed one" if pruned else ""
         raise ScanError(
@@ -133,8 +134,9 @@ def write_atomically(path: Path, text: str, force: bool = False) -> None:
     exists = ScanError(f"{path} exists; use --force to replace it")
     if path.exists() and not force:
         raise exists
+    if not path.parent.is_dir():  # a typo, most likely: not a folder to create unasked
+        raise ScanError(f"cannot write {path}: the folder {path.parent} does not exist")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         handle, staging = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     except OSError as error:
         raise ScanError(f"cannot write {path}: {error.strerror or error}") from None

@@ -8,12 +8,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan.scan._status import state_counts
 from hyperscan.scan._trial_attrs import repeated, requeued, trashed
 from hyperscan.scan.storage import (
     STORAGE_ENV,
@@ -26,27 +26,60 @@ from hyperscan.scan.storage import (
 POLL_SECONDS = 1.0
 
 
-def trial_line(trial: optuna.trial.FrozenTrial, with_params: bool = True) -> str:
-    """One line per finished trial for the live summary; a worker, which gave the trial's
-    values as it started it, leaves them out."""
-    seconds = trial.user_attrs.get("fit", {}).get("seconds")
-    took = f" in {seconds:.0f} s" if seconds is not None else ""
-    if trial.state == TrialState.COMPLETE:
-        params = f" {trial.params}" if with_params else ""
-        return f"trial {trial.number}: {trial.value:.4f}{took}{params}"
-    if trashed(trial):
-        return f"trial {trial.number}: trashed{took}: {trashed(trial)}"
-    if requeued(trial):
-        return f"trial {trial.number}: re-queued (its worker stopped)"
-    return f"trial {trial.number}: {trial.state.name.lower()}{took}"
+@dataclass(frozen=True)
+class TrialRecord:
+    """A trial as a live summary shows it, starting or finished."""
+
+    number: int
+    #: complete, pruned, trashed, fail, running or waiting (trashed apart from pruned).
+    state: str
+    value: float | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    seconds: float | None = None  # the fit's, when it ran to the end
+    trashed: str | None = None  # why it was trashed
+    requeued: bool = False  # failed because its worker stopped, and queued again
+    retry_of: int | None = None  # the trial a queued trial repeats
 
 
-def trial_start_line(trial: optuna.Trial, params: dict) -> str:
-    """The line a worker prints as it starts a trial: a long fit's log is not silent."""
+def trial_record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
+    """A finished (or running) trial as plain data."""
+    reason = trashed(trial)
+    repeats = repeated(trial.user_attrs, trial.system_attrs)
+    return TrialRecord(
+        number=trial.number,
+        state="trashed"
+        if reason and trial.state == TrialState.PRUNED
+        else trial.state.name.lower(),
+        value=trial.value if trial.state == TrialState.COMPLETE else None,
+        params=dict(trial.params),
+        seconds=trial.user_attrs.get("fit", {}).get("seconds"),
+        trashed=reason,
+        requeued=requeued(trial),
+        retry_of=None if repeats is None else repeats[0],
+    )
+
+
+def started_record(trial: optuna.Trial, params: dict[str, Any]) -> TrialRecord:
+    """A trial a worker starts, with its drawn values and the trial it repeats, if any."""
     system_attrs = trial.storage.get_trial_system_attrs(trial_id(trial))
     repeats = repeated(trial.user_attrs, system_attrs)
-    again = f" (retry of trial {repeats[0]})" if repeats is not None else ""
-    return f"trial {trial.number} started{again}: {params}"
+    return TrialRecord(
+        number=trial.number,
+        state="running",
+        params=dict(params),
+        retry_of=None if repeats is None else repeats[0],
+    )
+
+
+@dataclass(frozen=True)
+class ScanEvent:
+    """What :func:`supervise` tells as the scan goes: ``trial started`` (its values not yet
+    drawn) and ``trial ended`` with ``trial``; ``storage unreachable`` with ``message``, the
+    cause (said once per outage); ``stopping`` on Ctrl-C or SIGTERM."""
+
+    kind: str
+    trial: TrialRecord | None = None
+    message: str = ""
 
 
 def usable_cores() -> int:
@@ -77,11 +110,11 @@ def start_workers(
 def supervise(
     processes: list[subprocess.Popen],
     study: optuna.Study,
-    echo: Callable[[str], None],
+    on_event: Callable[[ScanEvent], None],
     url: str,
     finished_before: Iterable[int] = (),
 ) -> tuple[list[int], bool]:
-    """Print each trial as it starts and as it finishes until every worker exits.
+    """Tell each trial as it starts and as it finishes until every worker exits.
 
     ``finished_before``: the numbers of the trials that had finished when the workers started
     (a resumed study's), which are not listed again: a study of thousands of trials would
@@ -104,23 +137,27 @@ def supervise(
                     if not transient_error(error):
                         raise
                     if not unreachable:
-                        echo(f"{describe_error(error, url)}; the workers wait for it")
+                        on_event(
+                            ScanEvent(
+                                "storage unreachable", message=str(describe_error(error, url))
+                            )
+                        )
                     unreachable, trials = True, []
                 else:
                     unreachable = False
                 for trial in trials:
                     if trial.state == TrialState.RUNNING and trial.number not in started:
                         started.add(trial.number)
-                        echo(f"trial {trial.number} started")
+                        on_event(ScanEvent("trial started", TrialRecord(trial.number, "running")))
                     elif trial.state.is_finished() and trial.number not in shown:
                         shown.add(trial.number)
-                        echo(trial_line(trial))
+                        on_event(ScanEvent("trial ended", trial_record(trial)))
                 if all(p.poll() is not None for p in processes):
                     return [p.returncode for p in processes], stopping
                 time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
                 if not stopping:
-                    echo("stopping: the running trials end at their next sync and are re-queued")
+                    on_event(ScanEvent("stopping"))
                     stopping = True
                     for process in processes:
                         if process.poll() is None:
@@ -131,16 +168,3 @@ def supervise(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def counts_line(study: optuna.Study) -> str:
-    """The study's trials by state in a line, trashed apart from pruned ("" when it has none).
-    It reads the storage: callers read inside :func:`explained_storage_errors`."""
-    counts = state_counts(study.get_trials(deepcopy=False))
-    return ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
-
-
-def default_output(name: str) -> Path:
-    """Where `hyperscan scan` writes the best trial's fit runcard without ``--output``: named
-    after the study, so scans of different studies in one folder do not overwrite each other."""
-    return Path(f"{name}-best.yml")

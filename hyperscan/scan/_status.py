@@ -1,11 +1,13 @@
-"""What `hyperscan study status` prints: states, the best trial's replica spread, who runs what;
-and `hyperscan study list`: every study of a storage in a line."""
+"""What `hyperscan study status` shows (states, the best trial's replica spread, who runs
+what) and `hyperscan study list` (every study of a storage in brief), as plain objects."""
 
 from __future__ import annotations
 
 import datetime
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
@@ -16,7 +18,6 @@ from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
     load_study,
     stale_trial_ids,
-    storage_url,
     study_names,
     trial_id,
 )
@@ -31,13 +32,6 @@ def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:
         else:
             counts[trial.state.name.lower()] += 1
     return counts
-
-
-def _age(trial: optuna.trial.FrozenTrial, now: datetime.datetime) -> str:
-    if trial.datetime_start is None:
-        return "?"
-    seconds = int((now - trial.datetime_start).total_seconds())
-    return f"{seconds // 60}m{seconds % 60:02d}s"
 
 
 #: Trashed trials and retries listed, the latest ones: a study of thousands of trials has
@@ -56,86 +50,153 @@ def finished_trials(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=FINISHED))
 
 
-def status_text(setup: StudySetup) -> str:
-    """What `hyperscan study status` prints. It reads the storage: callers read inside
+@dataclass(frozen=True)
+class BestTrial:
+    """The best complete trial and what its worker stored with it."""
+
+    number: int
+    value: float
+    params: dict[str, Any]
+    #: The trial's value under every replica statistic, so a study can be re-ranked later.
+    statistics: dict[str, float] = field(default_factory=dict)
+    #: Per χ² category (training, validation, held_out), its spread across replicas.
+    replicas: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: Per fold of a k-fold scan, the spread of its members' χ².
+    folds: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: The fit: members, diverged, pos_veto, seconds, threads, ...
+    fit: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunningTrial:
+    """A RUNNING trial: which worker has it since when, and whether that worker is lost (no
+    heartbeat for the grace period: the next worker started on the study fails it)."""
+
+    number: int
+    worker: str
+    started: datetime.datetime | None
+    lost: bool
+
+
+@dataclass(frozen=True)
+class StudyStatus:
+    """What `hyperscan study status` shows: trials by state, the best trial, who runs what,
+    and the latest trashed trials and retries (the last :data:`LISTED` of each)."""
+
+    name: str
+    storage: str  # password redacted
+    budget: int
+    #: Trials by state, in :data:`STATES` order, trashed apart from pruned.
+    counts: dict[str, int]
+    finished: int  # of the budget: complete, pruned and trashed trials
+    best: BestTrial | None
+    running: list[RunningTrial]
+    #: (trial number, reason) of the latest trashed trials; ``trashed_total`` counts them all.
+    trashed: list[tuple[int, str]]
+    trashed_total: int
+    #: (failed trial, its retry, whether its worker was lost) of the latest retries.
+    retried: list[tuple[int, int, bool]]
+    retried_total: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types: for `hyperscan study status --json` and scripts."""
+        data = asdict(self)
+        for trial in data["running"]:
+            started = trial["started"]
+            trial["started"] = None if started is None else started.isoformat(timespec="seconds")
+        data["trashed"] = [{"trial": n, "reason": why} for n, why in self.trashed]
+        data["retried"] = [
+            {"trial": failed, "retry": retry, "worker_lost": lost}
+            for failed, retry, lost in self.retried
+        ]
+        return data
+
+
+def study_status(setup: StudySetup) -> StudyStatus:
+    """The status of a study. It reads the storage: callers read inside
     :func:`explained_storage_errors`."""
     study = setup.study
     trials = study.get_trials(deepcopy=False)
     counts = state_counts(trials)
-    lines = [
-        f"study {study.study_name} ({setup.url})",
-        "trials: "
-        + ", ".join(f"{counts.get(state, 0)} {state}" for state in STATES)
-        + f" (budget {setup.runcard.scan.trials} finished)",
-    ]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    best = None
     if complete:
-        best = study.best_trial
-        lines.append(f"best: trial {best.number}, value {best.value:.6g}")
-        for key in ("statistics", "replicas", "folds", "fit"):
-            if key in best.user_attrs:
-                lines.append(f"  {key}: {best.user_attrs[key]}")
-        lines.append(f"  params: {best.params}")
-    else:
-        lines.append("best: none yet (no complete trial)")
-    now = datetime.datetime.now()
-    running = [t for t in trials if t.state == TrialState.RUNNING]
-    if running:
-        lines.append("running:")
-        lost = set(stale_trial_ids(study))
-        for trial in running:
-            worker = trial.user_attrs.get(WORKER_ATTR, "?")
-            line = f"  trial {trial.number} on {worker}, started {_age(trial, now)} ago"
-            if trial_id(trial) in lost:
-                line += (
-                    ": no heartbeat for the grace period, its worker is lost (the next worker "
-                    "started on the study fails it)"
-                )
-            lines.append(line)
-    bad = [t for t in trials if trashed(t)]
-    if bad:
-        lines.append("trashed:" + _earlier(len(bad)))
-        lines.extend(f"  trial {t.number}: {trashed(t)}" for t in bad[-LISTED:])
-    retried = list(retries(trials).items())
-    if retried:
-        lines.append(
-            "retried:"
-            + _earlier(len(retried))
-            + " "
-            + ", ".join(
-                f"{failed} → {retry}" + (" (worker lost)" if lost else "")
-                for failed, (retry, lost) in retried[-LISTED:]
-            )
+        trial = study.best_trial
+        attrs = trial.user_attrs
+        best = BestTrial(
+            number=trial.number,
+            value=trial.value,
+            params=dict(trial.params),
+            statistics=dict(attrs.get("statistics", {})),
+            replicas=dict(attrs.get("replicas", {})),
+            folds=dict(attrs.get("folds", {})),
+            fit=dict(attrs.get("fit", {})),
         )
-    return "\n".join(lines)
+    lost = set(stale_trial_ids(study))
+    running = [
+        RunningTrial(
+            number=t.number,
+            worker=t.user_attrs.get(WORKER_ATTR, "?"),
+            started=t.datetime_start,
+            lost=trial_id(t) in lost,
+        )
+        for t in trials
+        if t.state == TrialState.RUNNING
+    ]
+    bad = [(t.number, trashed(t)) for t in trials if trashed(t)]
+    retried = [(failed, retry, lost) for failed, (retry, lost) in retries(trials).items()]
+    return StudyStatus(
+        name=study.study_name,
+        storage=setup.url,
+        budget=setup.runcard.scan.trials,
+        counts={state: counts.get(state, 0) for state in STATES},
+        finished=sum(t.state in FINISHED for t in trials),
+        best=best,
+        running=running,
+        trashed=bad[-LISTED:],
+        trashed_total=len(bad),
+        retried=retried[-LISTED:],
+        retried_total=len(retried),
+    )
 
 
-def studies_text(storage: BaseStorage) -> str:
-    """Each study of the storage in a line: its trials by state, budget and best value (a
-    cluster's database holds many; their names are what every other command asks for)."""
-    url = storage_url(storage)
-    names = study_names(storage)
-    if not names:
-        return f"no studies in {url}"
-    lines = [f"studies in {url}:"]
-    for name in names:
-        study = load_study(storage, name)
-        trials = study.get_trials(deepcopy=False)
-        counts = state_counts(trials)
-        states = ", ".join(f"{counts[state]} {state}" for state in STATES if counts[state])
-        budget = stored_budget(study)
-        finished = sum(trial.state in FINISHED for trial in trials)
-        spent = "no hyperscan runcard" if budget is None else f"{finished} of {budget} finished"
-        # hyperscan minimises; another program's study may not
-        values = [trial.value for trial in trials if trial.state == TrialState.COMPLETE]
-        best = f", best {min(values):.6g}" if values and budget is not None else ""
-        lines.append(f"  {name}: {states or 'no trials'} ({spent}){best}")
-    return "\n".join(lines)
+@dataclass(frozen=True)
+class StudySummary:
+    """A study of a storage in brief, as `hyperscan study list` shows it."""
+
+    name: str
+    #: Trials by state (only the states it has), trashed apart from pruned.
+    counts: dict[str, int]
+    finished: int
+    #: None for a study that hyperscan did not create (no runcard: no budget).
+    budget: int | None
+    #: The lowest complete value; None without one, or for a study hyperscan did not create
+    #: (its direction may not be hyperscan's).
+    best_value: float | None
 
 
-def _earlier(count: int) -> str:
-    left_out = count - LISTED
-    return f" (the last {LISTED} of {count})" if left_out > 0 else ""
+def study_summary(study: optuna.Study) -> StudySummary:
+    """A study in brief. It reads the storage: callers read inside
+    :func:`explained_storage_errors`."""
+    trials = study.get_trials(deepcopy=False)
+    counts = state_counts(trials)
+    budget = stored_budget(study)
+    # hyperscan minimises; another program's study may not
+    values = [trial.value for trial in trials if trial.state == TrialState.COMPLETE]
+    return StudySummary(
+        name=study.study_name,
+        counts={state: counts[state] for state in STATES if counts[state]},
+        finished=sum(trial.state in FINISHED for trial in trials),
+        budget=budget,
+        best_value=min(values) if values and budget is not None else None,
+    )
+
+
+def study_summaries(storage: BaseStorage) -> list[StudySummary]:
+    """Every study of the storage in brief (a cluster's database holds many; their names are
+    what every other command asks for). It reads the storage: callers read inside
+    :func:`explained_storage_errors`."""
+    return [study_summary(load_study(storage, name)) for name in study_names(storage)]
 
 
 def retries(trials: Sequence[optuna.trial.FrozenTrial]) -> dict[int, tuple[int, bool]]:

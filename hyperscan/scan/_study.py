@@ -29,6 +29,7 @@ from hyperscan.scan.storage import (
     study_names,
 )
 
+#: The study attribute holding its scan runcard (YAML), which makes a worker need only a name.
 RUNCARD_ATTR = "hyperscan:runcard"
 FINGERPRINT_ATTR = "hyperscan:data_fingerprint"
 VERSION_ATTR = "hyperscan:version"

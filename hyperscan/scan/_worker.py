@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 
 import numpy as np
 import optuna
@@ -19,6 +18,7 @@ from optuna.trial import TrialState
 
 from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
+from hyperscan.scan._api import WorkerReport
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
@@ -81,18 +81,6 @@ def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
     if number is None:
         return (os.getpid(),)
     return (number, len(study.get_trials(deepcopy=False)))
-
-
-@dataclass(frozen=True)
-class WorkerReport:
-    trials: int  # trials this worker ended, re-queued ones included
-    stopped_by_signal: bool
-    budget_reached: bool
-    # --stop-after: the next trial (expected_trial_s, None if unknown) did not fit in seconds_left
-    walltime_reached: bool = False
-    expected_trial_s: float | None = None
-    seconds_left: float | None = None
-    requeued: int = 0  # of `trials`: cut short by a signal and queued again for another worker
 
 
 def trial_seconds(trials: Iterable[optuna.trial.FrozenTrial]) -> list[float]:

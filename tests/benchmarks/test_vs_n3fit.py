@@ -12,7 +12,7 @@ import pytest
 from hyperscan.data import experimental_chi2, grid_predictions, real_problem
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 from hyperscan.runcard import load_scan_runcard
-from hyperscan.scan import check_new_study
+from hyperscan.scan._study import check_new_study
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT.parent / "shared" / "peer"

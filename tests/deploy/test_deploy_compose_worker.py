@@ -20,7 +20,8 @@ import optuna
 from optuna.trial import TrialState
 
 from hyperscan.runcard import load_fit_runcard
-from hyperscan.scan import load_study, open_storage
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study
 
 STUDY = "compose-e2e"
 

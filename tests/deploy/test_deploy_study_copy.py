@@ -17,19 +17,23 @@ from optuna.distributions import FloatDistribution
 from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
-import hyperscan.scan
+import hyperscan.scan._api
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
-from hyperscan.scan import (
+from hyperscan.scan import open_storage
+from hyperscan.scan._study import (
+    FINGERPRINT_ATTR,
+    RUNCARD_ATTR,
+    VERSION_ATTR,
     create_study,
-    open_storage,
     open_study,
+)
+from hyperscan.scan.storage import (
+    HeartbeatJournalStorage,
     redact,
     resolve_url,
     study_names,
 )
-from hyperscan.scan._study import FINGERPRINT_ATTR, RUNCARD_ATTR, VERSION_ATTR
-from hyperscan.scan.storage import HeartbeatJournalStorage
 from hyperscan.scan.storage._rdb import _RDBStorage
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -225,7 +229,7 @@ def test_a_connection_dropped_reading_the_copy_back_is_a_message(
     journal, _ = journal_study
     target = sqlalchemy.engine.make_url(postgres_url).set(password="s3cret")  # trust auth
     target = target.render_as_string(hide_password=False)
-    copy_study = hyperscan.scan.copy_study
+    copy_study = hyperscan.scan._api._copy_study
 
     def copied_then_dropped(*args, **kwargs):
         copied = copy_study(*args, **kwargs)
@@ -233,7 +237,7 @@ def test_a_connection_dropped_reading_the_copy_back_is_a_message(
         monkeypatch.setattr(_RDBStorage, "_get_trials", _connection_dropped)
         return copied
 
-    monkeypatch.setattr(hyperscan.scan, "copy_study", copied_then_dropped)
+    monkeypatch.setattr(hyperscan.scan._api, "_copy_study", copied_then_dropped)
     result = copy("--from", str(journal), "--to", target, "--study", "tiny")
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output and "s3cret" not in result.output

@@ -17,8 +17,9 @@ from optuna.trial import FrozenTrial, TrialState
 import hyperscan.scan._worker as worker_module
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
-from hyperscan.scan import create_study, open_storage, run_worker
-from hyperscan.scan._worker import expected_trial_seconds, trial_fits, trial_seconds
+from hyperscan.scan import open_storage
+from hyperscan.scan._study import create_study
+from hyperscan.scan._worker import expected_trial_seconds, run_worker, trial_fits, trial_seconds
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 PARAM = "optimizer.learning_rate"

@@ -22,7 +22,9 @@ from optuna.distributions import (  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 from hyperscan.runcard import load_scan_runcard  # noqa: E402
-from hyperscan.scan import create_study, open_storage, summary  # noqa: E402
+from hyperscan.scan import open_storage  # noqa: E402
+from hyperscan.scan._statistics import summary  # noqa: E402
+from hyperscan.scan._study import create_study  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "studies" / "quickstart-scan.yml"

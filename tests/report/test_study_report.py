@@ -25,7 +25,10 @@ from hyperscan.report._study.figures import history_figure, spread_figure, throu
 from hyperscan.report._study.tables import real_sets
 from hyperscan.report._study.trials import TrialRecord, Trials, varying_parameters
 from hyperscan.runcard import parse_scan_runcard
-from hyperscan.scan import create_study, load_study, open_storage, summary, trial_value
+from hyperscan.scan import open_storage
+from hyperscan.scan._statistics import summary, trial_value
+from hyperscan.scan._study import create_study
+from hyperscan.scan.storage import load_study
 
 
 class _Tags(HTMLParser):

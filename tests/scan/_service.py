@@ -29,7 +29,8 @@ from click.testing import CliRunner, Result
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import main
-from hyperscan.scan import STORAGE_ENV, load_study, open_storage
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import STORAGE_ENV, load_study
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

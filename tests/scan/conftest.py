@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _service import Worker
 
-from hyperscan.scan import STORAGE_ENV
+from hyperscan.scan.storage import STORAGE_ENV
 
 
 @pytest.fixture

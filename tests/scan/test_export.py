@@ -30,7 +30,8 @@ from click.testing import Result
 from optuna.trial import TrialState
 
 from hyperscan.runcard import load_fit_runcard
-from hyperscan.scan import load_study, open_storage
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study
 
 
 def test_export_refuses_a_trial_without_drawn_values_cleanly(tmp_path):

@@ -24,7 +24,8 @@ from _waiting import wait_for
 from optuna.trial import TrialState
 
 from hyperscan.runcard import FitRuncard, load_fit_runcard
-from hyperscan.scan import load_study, open_storage, study_names
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study, study_names
 
 
 def test_a_stopped_scan_says_so_in_its_exit_status(tmp_path):

@@ -21,7 +21,7 @@ from hyperscan.runcard import (
     parse_fit_runcard,
     parse_scan_runcard,
 )
-from hyperscan.scan import export_text
+from hyperscan.scan._export import export_text
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -6,11 +6,16 @@ from __future__ import annotations
 import optuna
 from optuna.trial import TrialState, create_trial
 
+from hyperscan.cli._render import status_text
 from hyperscan.runcard import parse_scan_runcard
-from hyperscan.scan import StudySetup, status_text
-from hyperscan.scan._status import LISTED
+from hyperscan.scan._status import LISTED, study_status
+from hyperscan.scan._study import StudySetup
 
 CARD = "scan: {trials: 100, space: {activation: [tanh, sigmoid]}}"
+
+
+def _status_text(study: optuna.Study) -> str:
+    return status_text(study_status(StudySetup(study, parse_scan_runcard(CARD), "journal:///s")))
 
 
 def test_long_lists_of_trashed_and_retried_trials_show_the_latest():
@@ -22,7 +27,7 @@ def test_long_lists_of_trashed_and_retried_trials_show_the_latest():
     for number in range(30, 60, 2):
         study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"requeued": True}))
         study.add_trial(create_trial(value=1.0, user_attrs={"retry_of": number}))
-    text = status_text(StudySetup(study, parse_scan_runcard(CARD), "journal:///s"))
+    text = _status_text(study)
 
     assert f"\ntrashed: (the last {LISTED} of 30)\n" in text
     listed = [line for line in text.splitlines() if line.startswith("  trial ")]
@@ -35,5 +40,5 @@ def test_long_lists_of_trashed_and_retried_trials_show_the_latest():
 def test_short_lists_are_whole():
     study = optuna.create_study()
     study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={"trashed": "diverged"}))
-    text = status_text(StudySetup(study, parse_scan_runcard(CARD), "journal:///s"))
+    text = _status_text(study)
     assert "\ntrashed:\n  trial 0: diverged" in text

@@ -33,7 +33,7 @@ from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import create_study
+from hyperscan.scan._study import create_study
 from hyperscan.scan.storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,

@@ -15,7 +15,8 @@ import sqlalchemy
 from _service import TINY_SCAN, assert_clean_failure, cli, create, write_card
 from optuna.exceptions import StorageInternalError
 
-from hyperscan.scan import load_study, open_storage, redact, resolve_url
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study, redact, resolve_url
 
 COMMANDS = {
     "study create": ["study", "create", "{runcard}"],

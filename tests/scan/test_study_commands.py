@@ -13,8 +13,9 @@ import sqlalchemy
 from _service import TINY_SCAN, assert_clean_failure, cli, create, scan_card, snapshot, write_card
 from optuna.trial import TrialState
 
-import hyperscan.scan
-from hyperscan.scan import load_study, open_storage, redact, resolve_url
+import hyperscan.scan._api
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study, redact, resolve_url
 
 
 @pytest.mark.parametrize(
@@ -35,7 +36,7 @@ def test_ctrl_c_in_a_short_command_exits_130_as_the_long_ones_do(tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     write_card(tmp_path / "scan.yml", TINY_SCAN)
-    monkeypatch.setattr(hyperscan.scan, "open_storage", interrupted)
+    monkeypatch.setattr(hyperscan.scan._api, "open_storage", interrupted)
     result = cli(*command, "--storage", tmp_path / "scan.journal")
     assert result.exit_code == 130, result.output
     assert result.stderr == "interrupted: nothing was half-written\n"

@@ -14,16 +14,9 @@ import yaml
 from _service import TINY_SCAN, assert_clean_failure, cli, create, scan_card, snapshot, write_card
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import (
-    ScanError,
-    StorageError,
-    create_study,
-    load_study,
-    open_storage,
-    redact,
-    resolve_url,
-    study_names,
-)
+from hyperscan.scan import ScanError, StorageError, open_storage
+from hyperscan.scan._study import create_study
+from hyperscan.scan.storage import load_study, redact, resolve_url, study_names
 
 
 def test_bad_search_space_writes_nothing(url, tmp_path):

@@ -26,7 +26,9 @@ from optuna.trial import TrialState
 import hyperscan.scan._objective as objective_module
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import Objective, make_pruner, make_sampler, trashed
+from hyperscan.scan import trashed
+from hyperscan.scan._objective import Objective
+from hyperscan.scan._worker import make_pruner, make_sampler
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

@@ -28,7 +28,8 @@ from optuna.trial import TrialState
 
 from hyperscan.cli import _scan as _scan_cli
 from hyperscan.runcard import load_fit_runcard
-from hyperscan.scan import load_study, open_storage
+from hyperscan.scan import open_storage
+from hyperscan.scan.storage import load_study
 
 
 def test_worker_options_are_named_as_typed(tmp_path):
@@ -93,7 +94,7 @@ def test_a_worker_stopped_as_it_ends_counts_its_trials(tmp_path, monkeypatch):
         time.sleep(5)  # the handler interrupts this
 
     monkeypatch.setattr(_scan_cli, "configure_or_fail", lambda device, threads: None)
-    monkeypatch.setattr("hyperscan.scan.run_worker", one_trial_then_stopped, raising=False)
+    monkeypatch.setattr("hyperscan.scan._worker.run_worker", one_trial_then_stopped)
     result = cli("worker", "--study", "s", "--storage", url, "--quiet")
     closing = "worker done: 2 trials (1 re-queued), stopped by signal\n"
     assert (result.exit_code, result.output) == (0, closing)

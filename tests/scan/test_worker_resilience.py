@@ -19,29 +19,18 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hyperscan.cli import main
+from hyperscan.cli._render import event_line, status_text, trial_start_line
 from hyperscan.data import load_problem
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import (
-    Objective,
-    ScanError,
-    StorageError,
-    WorkerStopping,
-    _objective,
-    _worker,
-    create_study,
-    load_study,
-    open_storage,
-    open_study,
-    requeued,
-    retries,
-    run_worker,
-    status_text,
-    trial_start_line,
-)
+from hyperscan.scan import ScanError, StorageError, _objective, _worker, open_storage, retries
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._local import start_workers, supervise
-from hyperscan.scan._study import ENGINE, ENGINE_ATTR
-from hyperscan.scan._trial_attrs import RETRY_OF_ATTR
+from hyperscan.scan._local import start_workers, started_record, supervise
+from hyperscan.scan._objective import Objective, WorkerStopping
+from hyperscan.scan._status import study_status
+from hyperscan.scan._study import ENGINE, ENGINE_ATTR, create_study, open_study
+from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued
+from hyperscan.scan._worker import run_worker
+from hyperscan.scan.storage import load_study
 
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
@@ -173,7 +162,14 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
         for t in load_study(storage, "o").get_trials()
         if t.number > 0 and t.system_attrs.get("retry_history") == [0]
     )
-    assert f"retried: 0 → {retried} (worker lost)" in status_text(open_study(storage, "o"))
+    assert f"retried: 0 → {retried} (worker lost)" in status_text(
+        study_status(open_study(storage, "o"))
+    )
+
+
+def _rendered(lines: list[str]):
+    """A supervisor's events as `hyperscan scan` prints them."""
+    return lambda event: lines.append(event_line(event))
 
 
 def _dropped_connection() -> StorageInternalError:
@@ -281,7 +277,7 @@ def test_the_scan_supervisor_waits_out_a_storage_outage():
 
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
     lines: list[str] = []
-    codes, interrupted = supervise([worker], Study(), lines.append, "postgresql://db/scans")
+    codes, interrupted = supervise([worker], Study(), _rendered(lines), "postgresql://db/scans")
     assert (codes, interrupted) == ([0], False)
     assert "server closed the connection unexpectedly (storage: postgresql://db/scans)" in lines[0]
     assert lines[0].endswith("; the workers wait for it")
@@ -301,7 +297,7 @@ def test_the_scan_supervisor_says_when_a_trial_starts_and_when_it_ends():
 
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
     lines: list[str] = []
-    assert supervise([worker], Study(), lines.append, "journal:///s.journal") == ([0], False)
+    assert supervise([worker], Study(), _rendered(lines), "journal:///s.journal") == ([0], False)
     assert lines == [f"trial {running.number} started", f"trial {finished.number}: 2.0000 {{}}"]
 
 
@@ -319,7 +315,7 @@ def test_the_scan_supervisor_lists_only_the_trials_of_its_run():
 
     worker = subprocess.Popen([sys.executable, "-c", "pass"])
     lines: list[str] = []
-    ended = supervise([worker], Study(), lines.append, "journal:///s.journal", [0, 1, 2])
+    ended = supervise([worker], Study(), _rendered(lines), "journal:///s.journal", [0, 1, 2])
     assert ended == ([0], False)
     assert lines == ["trial 3: 7.0000 {}"]
 
@@ -364,7 +360,7 @@ def test_a_dead_workers_trial_after_the_budget_is_shown_lost_and_copied_failed(t
         warnings.simplefilter("ignore", UserWarning)
         orphan = study.ask()
     storage.record_heartbeat(orphan._trial_id)
-    assert "its worker is lost" not in status_text(open_study(storage, "d"))
+    assert "its worker is lost" not in status_text(study_status(open_study(storage, "d")))
     time.sleep(2.5)
     status = ["study", "status", "--study", "d", "--storage", str(path)]
     shown = CliRunner().invoke(main, status, env={"HYPERSCAN_GRACE_PERIOD": "2"}).output
@@ -393,7 +389,7 @@ def test_a_study_of_another_engine_revision_gets_no_trials_from_this_worker(tmp_
     with pytest.raises(ScanError, match=f"engine revision {ENGINE - 1}"):
         run_worker("old", _storage(tmp_path / "s.journal"))
     assert load_study(storage, "old").trials == []
-    assert "old" in status_text(open_study(storage, "old"))
+    assert "old" in status_text(study_status(open_study(storage, "old")))
 
 
 def test_a_retry_of_a_lost_workers_trial_names_the_trial_it_repeats():
@@ -405,11 +401,17 @@ def test_a_retry_of_a_lost_workers_trial_names_the_trial_it_repeats():
     study.enqueue_trial(first.params, user_attrs={RETRY_OF_ATTR: first.number})  # a signal
     study.tell(first, state=TrialState.FAIL)
     second = study.ask()
-    assert trial_start_line(second, {}) == f"trial {second.number} started (retry of trial 0): {{}}"
+    assert (
+        trial_start_line(started_record(second, {}))
+        == f"trial {second.number} started (retry of trial 0): {{}}"
+    )
     study.tell(second, state=TrialState.FAIL)  # its worker died: Optuna queues a copy
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         RetryHeartbeatStaleTrialCallback()(study, study.trials[second.number])
     third = study.ask()
     assert retries(study.get_trials()) == {0: (1, False), 1: (2, True)}
-    assert trial_start_line(third, {}) == f"trial {third.number} started (retry of trial 1): {{}}"
+    assert (
+        trial_start_line(started_record(third, {}))
+        == f"trial {third.number} started (retry of trial 1): {{}}"
+    )

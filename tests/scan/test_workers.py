@@ -37,8 +37,11 @@ from _service import (
 from _waiting import wait_for
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.cli._render import trial_line
 from hyperscan.runcard import load_fit_runcard
-from hyperscan.scan import load_study, open_storage, trial_line
+from hyperscan.scan import open_storage
+from hyperscan.scan._local import trial_record
+from hyperscan.scan.storage import load_study
 
 
 def test_four_workers_finish_every_trial(url, tmp_path, workers):
@@ -208,7 +211,9 @@ def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
     assert queued.state == TrialState.WAITING
     assert queued.user_attrs["retry_of"] == failed.number
     assert queued.system_attrs["fixed_params"] == failed.params  # how Optuna queues params
-    assert trial_line(failed) == f"trial {failed.number}: re-queued (its worker stopped)"
+    assert (
+        trial_line(trial_record(failed)) == f"trial {failed.number}: re-queued (its worker stopped)"
+    )
 
     status = cli("study", "status", "--study", "term", "--storage", url)
     assert status.exit_code == 0, status.output

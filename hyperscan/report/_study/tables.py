@@ -231,15 +231,15 @@ def summary_rows(
         ),
     ]
     if card is not None:
-        scan = card.scan
+        scan, closure = card.scan, card.fit.data.closure
         rows += [
             (
                 "each trial",
                 f"{scan.replicas} {'replica' if scan.replicas == 1 else 'replicas'}"
                 + (f" × {len(scan.folds)} folds" if scan.folds else "")
                 + (
-                    f", closure data {card.fit.data.closure.size} (level {card.fit.data.closure.level}), "
-                    if card.fit.data.closure is not None
+                    f", closure data {closure.size} (level {closure.level}), "
+                    if closure is not None
                     else f", real DIS data ({real_sets(card)} sets), "
                 )
                 + f"at most {card.fit.epochs} epochs",

@@ -1,0 +1,170 @@
+"""`hyperscan study create|status|list|copy`: a study's life, without fitting anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from hyperscan.cli._common import (
+    fail,
+    grace_period_option,
+    not_blank,
+    quiet_optuna,
+    runcard_argument,
+    storage_option,
+    study_option,
+    user_errors,
+)
+from hyperscan.cli._render import counts_line, plural, status_text, studies_text
+
+
+def load_scan_runcard(path: Path):
+    """The scan runcard at ``path``, or one line saying what is wrong with it: a fit runcard
+    given here gets the command that fits it."""
+    from hyperscan.runcard import RuncardError, load_fit_runcard
+    from hyperscan.runcard import load_scan_runcard as load
+
+    try:
+        return load(path)
+    except RuncardError as error:
+        try:
+            load_fit_runcard(path)
+        except RuncardError:
+            fail(str(error))
+        fail(
+            f"{path} is a fit runcard (it has no 'scan:' section): fit it with "
+            f"`hyperscan fit {path} -o OUTDIR`, or add a 'scan:' section to scan it "
+            "(studies/quickstart-scan.yml shows one)"
+        )
+
+
+@click.group()
+def study() -> None:
+    """Create and inspect studies."""
+
+
+@study.command("create")
+@runcard_argument
+@storage_option
+@click.option(
+    "--name",
+    callback=not_blank,
+    help="Study name (default: the runcard's file name without .yml).",
+)
+def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
+    """Create a study from a scan RUNCARD (once; the same runcard again is a no-op).
+
+    \b
+    Example:
+      hyperscan study create studies/quickstart-scan.yml --storage postgresql://user@db/scans
+    """
+    load_scan_runcard(runcard)
+    quiet_optuna()
+    from hyperscan.scan import create_study
+
+    with user_errors():
+        created = create_study(runcard, storage, name)
+        creation = created.creation
+        # read only to say what a new budget leaves
+        finished = created.status().finished if creation.old_budget is not None else 0
+    name, where, budget = created.name, created.storage, created.runcard.scan.trials
+    if creation.created:
+        click.echo(f"study {name!r} created in {where}")
+    elif creation.old_budget is not None:
+        spent = (
+            f"; {plural(finished, 'trial')} {'has' if finished == 1 else 'have'} finished, so "
+            "no worker takes another"
+            if finished >= budget
+            else ""
+        )
+        click.echo(
+            f"study {name!r} in {where}: budget changed from {creation.old_budget} to "
+            f"{plural(budget, 'trial')} (running workers take it after their trial){spent}"
+        )
+    else:
+        click.echo(f"study {name!r} exists with this runcard in {where}")
+
+
+@study.command("status")
+@study_option
+@storage_option
+@grace_period_option("The workers' grace period: a running trial without heartbeat for it is lost.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the status as one JSON object (for scripts) instead of tables.",
+)
+def study_status(name: str, storage: str | None, grace_period: int, as_json: bool) -> None:
+    """Trials by state, the best trial and its replica statistics, running trials."""
+    quiet_optuna()
+    from hyperscan.scan import open_study
+
+    with user_errors():
+        status = open_study(name, storage, grace_period=grace_period).status()
+    if as_json:
+        click.echo(json.dumps(status.to_dict(), indent=2))
+    else:
+        click.echo(status_text(status))
+
+
+@study.command("list")
+@storage_option
+def study_list(storage: str | None) -> None:
+    """The studies in the storage: each one's trials by state, budget and best value."""
+    quiet_optuna()
+    from hyperscan.scan import list_studies, storage_location
+
+    with user_errors():
+        studies = list_studies(storage)
+        url = storage_location(storage).url
+    click.echo(studies_text(studies, url))
+
+
+@study.command("copy")
+@click.option(
+    "--from",
+    "source",
+    required=True,
+    callback=not_blank,
+    metavar="URL",
+    help="Storage holding the study: a journal file path or a URL.",
+)
+@click.option(
+    "--to",
+    "target",
+    required=True,
+    callback=not_blank,
+    metavar="URL",
+    help="Storage to copy into (its schema is created if needed).",
+)
+@study_option
+@click.option(
+    "--as", "new_name", callback=not_blank, help="Name in the destination (default: the same)."
+)
+@grace_period_option(
+    "The workers' grace period: a running trial without heartbeat for it is failed first."
+)
+def study_copy(
+    source: str, target: str, name: str, new_name: str | None, grace_period: int
+) -> None:
+    """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
+    storage, e.g. from the embedded journal to PostgreSQL. Stop its workers first.
+
+    \b
+    Example:
+      hyperscan study copy --from hyperscan.journal --to postgresql://user@db/scans \\
+          --study quickstart-scan
+    """
+    quiet_optuna()
+    from hyperscan.scan import copy_study, storage_location
+
+    with user_errors():
+        copied = copy_study(name, source, target, new_name, grace_period=grace_period)
+        where = storage_location(target).url
+    click.echo(
+        f"study {name!r} copied to {where} as {copied.name!r}: "
+        f"{counts_line(copied.counts) or 'no trials'}"
+    )

@@ -1,0 +1,407 @@
+"""The scan service as a Python API, the way Optuna offers ``create_study`` → ``optimize``:
+create or open a study, read its status, export a trial, copy it, run a worker or a whole
+scan. Every call returns plain objects (dataclasses), never text: the CLI renders them.
+
+Errors a user can fix come as :class:`ScanError`, :class:`StorageError` (the storage) or
+:class:`~hyperscan.runcard.RuncardError` (the runcard), each with a message to show as it is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.storages import BaseStorage
+from optuna.trial import TrialState
+
+from hyperscan.runcard import ScanRuncard, load_scan_runcard
+from hyperscan.scan._copy import copy_study as _copy_study
+from hyperscan.scan._export import export_trial, outcome, write_atomically
+from hyperscan.scan._local import (
+    ScanEvent,
+    TrialRecord,
+    start_workers,
+    started_record,
+    supervise,
+    trial_record,
+    usable_cores,
+)
+from hyperscan.scan._status import (
+    StudyStatus,
+    StudySummary,
+    finished_trials,
+    state_counts,
+    study_status,
+    study_summaries,
+    study_summary,
+)
+from hyperscan.scan._study import (
+    Creation,
+    ScanError,
+    StudySetup,
+    check_new_study,
+    checked_data,
+)
+from hyperscan.scan._study import create_study as _create_study
+from hyperscan.scan._study import open_study as _open_study
+from hyperscan.scan.storage import (
+    NoSchemaError,
+    StorageError,
+    explained_storage_errors,
+    fail_stale_trials,
+    load_study,
+    open_storage,
+    redact,
+    resolve_url,
+    storage_file,
+    study_storage,
+)
+
+#: The grace period (s) a reader assumes when none is given: the workers' default.
+GRACE_PERIOD = 600
+HEARTBEAT_INTERVAL = 60
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """Where a storage argument points: its URL (password redacted) and, for a journal or an
+    SQLite database, its file."""
+
+    url: str
+    file: Path | None
+
+
+def storage_location(storage: str | None = None) -> StorageLocation:
+    """Resolve a storage argument (a path, a URL, None for ``$HYPERSCAN_STORAGE`` or the
+    default journal) without opening it; StorageError for a malformed URL."""
+    return StorageLocation(redact(resolve_url(storage)), storage_file(storage))
+
+
+@dataclass(frozen=True)
+class ExportedTrial:
+    """A trial as a fit runcard: ``hyperscan fit`` (or :func:`hyperscan.fit_runcard`)
+    reproduces it."""
+
+    study: str
+    number: int
+    #: Its value, or why it has none, in a few words ("value 1.23", "trashed: ...").
+    outcome: str
+    value: float | None  # None for a pruned or trashed trial
+    text: str  # the fit runcard, headed by comments of provenance
+
+    def write(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Write the runcard to ``path`` atomically: it appears whole or not at all. An
+        existing file is kept unless ``force``; a missing folder is refused, not created."""
+        write_atomically(Path(path), self.text, force=force)
+        return Path(path)
+
+
+@dataclass(frozen=True)
+class WorkerReport:
+    """How a worker ended."""
+
+    trials: int  # trials this worker ended, re-queued ones included
+    stopped_by_signal: bool
+    budget_reached: bool
+    # stop_after: the next trial (expected_trial_s, None if unknown) did not fit in seconds_left
+    walltime_reached: bool = False
+    expected_trial_s: float | None = None
+    seconds_left: float | None = None
+    requeued: int = 0  # of `trials`: cut short by a signal and queued again for another worker
+
+
+class Study:
+    """A study in a storage, with the runcard it carries: read its status, export a trial,
+    copy it elsewhere, run a worker on it. Made by :func:`create_study` or :func:`open_study`.
+    """
+
+    def __init__(
+        self,
+        setup: StudySetup,
+        storage: BaseStorage,
+        url: str,
+        creation: Creation | None = None,
+    ) -> None:
+        self._setup = setup
+        self._storage = storage
+        self._url = url  # as given, with its password: for copies and worker processes
+        #: What :func:`create_study` did: created it, changed its budget, or found it as is.
+        self.creation = creation
+
+    @property
+    def name(self) -> str:
+        """The study's name in its storage."""
+        return self._setup.study.study_name
+
+    @property
+    def storage(self) -> str:
+        """The storage's URL, password redacted."""
+        return self._setup.url
+
+    @property
+    def runcard(self) -> ScanRuncard:
+        """The scan runcard the study carries, as stored when it was opened."""
+        return self._setup.runcard
+
+    @property
+    def optuna_study(self) -> optuna.Study:
+        """The Optuna study, e.g. for optuna's visualisation or ``hyperscan.report``."""
+        return self._setup.study
+
+    def __repr__(self) -> str:
+        return f"Study({self.name!r}, storage={self.storage!r})"
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        with explained_storage_errors(self._storage):
+            yield
+
+    def status(self) -> StudyStatus:
+        """Trials by state, the best trial with its statistics, the running trials."""
+        with self._reading():
+            return study_status(self._setup)
+
+    def export(self, trial: int | None = None) -> ExportedTrial:
+        """The best complete trial, or trial number ``trial`` (complete, pruned or trashed),
+        as a fit runcard."""
+        with self._reading():
+            found, text = export_trial(self._setup, trial)
+        value = found.value if found.state == TrialState.COMPLETE else None
+        return ExportedTrial(self.name, found.number, outcome(found), value, text)
+
+    def copy_to(
+        self, storage: str, name: str | None = None, *, grace_period: int = GRACE_PERIOD
+    ) -> Study:
+        """Copy the study (runcard, data fingerprint, every trial) to another storage, as
+        ``name`` (default: the same). Refused while a trial runs: stop its workers first."""
+        _copy_study(self._url, storage, self.name, name, grace_period=grace_period)
+        return open_study(name or self.name, storage)
+
+    def run_worker(
+        self,
+        *,
+        n_trials: int | None = None,
+        timeout: float | None = None,
+        stop_after: float | None = None,
+        on_start: Callable[[TrialRecord], None] | None = None,
+        on_trial: Callable[[TrialRecord], None] | None = None,
+        sampler_salt: int | None = None,
+    ) -> WorkerReport:
+        """Take trials in this process until the budget is spent, ``n_trials`` ended,
+        ``timeout`` s passed, or a signal (SIGTERM, Ctrl-C: the running trial is re-queued).
+
+        ``stop_after`` (s, a batch job's walltime): take no trial not expected to end in the
+        time left. ``on_start`` is told of each trial with its drawn values as its fit starts,
+        ``on_trial`` of each as it ends. Imports TensorFlow: configure it before, if need be.
+        """
+        from hyperscan.scan._worker import run_worker  # TensorFlow: only now
+
+        def started(trial: optuna.Trial, params: dict) -> None:
+            if on_start is not None:
+                on_start(started_record(trial, params))
+
+        def ended(trial: optuna.trial.FrozenTrial) -> None:
+            if on_trial is not None:
+                on_trial(trial_record(trial))
+
+        return run_worker(
+            self.name,
+            self._storage,
+            n_trials=n_trials,
+            timeout=timeout,
+            stop_after=stop_after,
+            on_trial=ended,
+            on_start=started,
+            setup=self._setup,
+            sampler_salt=sampler_salt,
+        )
+
+
+def _scan_runcard(runcard: ScanRuncard | str | os.PathLike[str]) -> tuple[ScanRuncard, str]:
+    if isinstance(runcard, ScanRuncard):
+        return runcard, "<runcard>"
+    return load_scan_runcard(runcard), os.fspath(runcard)
+
+
+def create_study(
+    runcard: ScanRuncard | str | os.PathLike[str],
+    storage: str | None = None,
+    name: str | None = None,
+) -> Study:
+    """Create a study from a scan runcard (a path or a loaded one) in ``storage`` (a journal
+    path or a URL; default ``$HYPERSCAN_STORAGE``, else ./hyperscan.journal), named ``name``
+    (default: the runcard file's name without .yml).
+
+    Once: the same runcard again finds the study as it is; one that differs only in its budget
+    (scan.trials) changes the budget; any other is refused. ``Study.creation`` says which.
+    The runcard and its data are checked before the storage is created or written.
+    """
+    card, source = _scan_runcard(runcard)
+    return _create(card, source, storage, name)
+
+
+def _create(card: ScanRuncard, source: str, storage: str | None, name: str | None) -> Study:
+    if name is None:
+        if source == "<runcard>":
+            raise ScanError("a study of a loaded runcard needs a name")
+        name = Path(source).stem
+    problem = checked_data(card, source)
+    where = storage_file(storage)
+    if where is not None and not where.exists():  # a new storage holds no study yet:
+        check_new_study(card, source)  # the checks of a new one, before the file appears
+    handle = open_storage(storage, create=True)
+    _, creation = _create_study(card, handle, name, source=source, problem=problem)
+    return Study(_open_study(handle, name), handle, resolve_url(storage), creation)
+
+
+def open_study(
+    name: str,
+    storage: str | None = None,
+    *,
+    grace_period: int = GRACE_PERIOD,
+    heartbeat_interval: int | None = None,
+) -> Study:
+    """Open a study that hyperscan created. ``grace_period``: the workers' (a running trial
+    without a heartbeat for it is lost); ``heartbeat_interval``: this process's, if it runs a
+    worker (default: a tenth of the grace period, at most a minute)."""
+    if heartbeat_interval is None:
+        heartbeat_interval = max(1, min(HEARTBEAT_INTERVAL, grace_period // 10))
+    handle = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
+    return Study(_open_study(handle, name), handle, resolve_url(storage))
+
+
+def list_studies(storage: str | None = None) -> list[StudySummary]:
+    """Every study of the storage in brief: trials by state, budget, best value. A database
+    nobody has created a study in (no Optuna tables yet) has none, as an empty journal."""
+    try:
+        handle = open_storage(storage)
+        with explained_storage_errors(handle):
+            return study_summaries(handle)
+    except NoSchemaError:
+        return []
+
+
+@contextmanager
+def reading_study(name: str, storage: str | None = None) -> Iterator[optuna.Study]:
+    """The Optuna study ``name``, whether or not hyperscan created it, to read inside the
+    block: a storage lost meanwhile comes as :class:`StorageError`, not Optuna's traceback.
+    For :mod:`hyperscan.report`, optuna's visualisation, or any other reader."""
+    handle = open_storage(storage)
+    study = load_study(handle, name)
+    with explained_storage_errors(handle):
+        yield study
+
+
+def copy_study(
+    name: str,
+    source: str | None,
+    target: str,
+    new_name: str | None = None,
+    *,
+    grace_period: int = GRACE_PERIOD,
+) -> StudySummary:
+    """Copy study ``name`` (whether or not hyperscan created it: runcard, data fingerprint,
+    every trial and its attributes) from storage ``source`` to ``target``, as ``new_name``
+    (default: the same); returns the copy in brief.
+
+    Refused while a trial runs (stop its workers first); a trial whose heartbeat stopped for
+    ``grace_period`` is failed first, as a worker would. A copy that fails half-way is removed.
+    """
+    copied = _copy_study(source, target, name, new_name, grace_period=grace_period)
+    with explained_storage_errors(study_storage(copied)):  # the copy's trials, read back
+        return study_summary(copied)
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What :func:`run_scan` is about to do, told before its workers start."""
+
+    study: str
+    storage: str  # password redacted
+    creation: Creation
+    budget: int
+    folds: int  # 1 without k-fold
+    replicas: int
+    requested_workers: int
+    cores: int  # the cores this process may run on
+    workers: int  # started: at most one per core and per trial left
+    trials_left: int
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """How :func:`run_scan` ended."""
+
+    plan: ScanPlan
+    #: The study's trials by state at the end (None if the storage could not be read).
+    counts: dict[str, int] | None
+    best: ExportedTrial | None
+    #: Why there is no best trial (or no counts): e.g. no trial complete yet.
+    error: str | None
+    worker_exit_codes: list[int]
+    interrupted: bool  # by Ctrl-C or SIGTERM: the workers re-queued their running trials
+
+
+def run_scan(
+    runcard: ScanRuncard | str | os.PathLike[str],
+    storage: str | None = None,
+    name: str | None = None,
+    *,
+    workers: int = 2,
+    on_event: Callable[[ScanPlan | ScanEvent], None] | None = None,
+) -> ScanResult:
+    """A whole scan on this machine: create the study (or resume it), fail the trials of
+    workers that died, run ``workers`` worker processes until the budget is spent, and export
+    the best trial.
+
+    ``on_event`` is told the :class:`ScanPlan` before the workers start, then each
+    :class:`ScanEvent`. Ctrl-C or SIGTERM stop the workers cleanly (their running trials are
+    re-queued); the result says so, and the same call resumes the study.
+    """
+    tell = on_event or (lambda event: None)
+    card, source = _scan_runcard(runcard)
+    study = _create(card, source, storage, name)
+    cores = usable_cores()
+    with study._reading():
+        optuna_study = study.optuna_study
+        left = card.scan.trials - finished_trials(optuna_study)  # failing stale ones keeps it
+        fail_stale_trials(optuna_study, requeue=left > 0)
+        # A resumed study's earlier trials: the live summary lists only this run's.
+        earlier = [
+            t.number for t in optuna_study.get_trials(deepcopy=False) if t.state.is_finished()
+        ]
+    plan = ScanPlan(
+        study=study.name,
+        storage=study.storage,
+        creation=study.creation or Creation(created=False),
+        budget=card.scan.trials,
+        folds=len(card.scan.folds) or 1,
+        replicas=card.scan.replicas,
+        requested_workers=workers,
+        cores=cores,
+        workers=max(0, min(workers, cores, left)),  # a worker more than the trials left idles
+        trials_left=left,
+    )
+    tell(plan)
+    processes = (
+        start_workers(study.name, study._url, plan.workers, card.fit.training.threads)
+        if plan.workers
+        else []
+    )
+    codes, interrupted = (
+        supervise(processes, optuna_study, tell, study.storage, earlier)
+        if processes
+        else ([], False)
+    )
+    counts = best = error = None
+    try:
+        with study._reading():
+            counts = dict(sorted(state_counts(optuna_study.get_trials(deepcopy=False)).items()))
+        best = study.export()
+    except (ScanError, StorageError) as problem:
+        error = str(problem)
+    return ScanResult(plan, counts, best, error, codes, interrupted)

@@ -1,0 +1,28 @@
+"""The plain objects the scan API returns (dataclasses: fields, no storage behind them), for
+type hints and ``isinstance``; docs/api.md describes their fields."""
+
+from hyperscan.scan._api import (
+    ExportedTrial,
+    ScanPlan,
+    ScanResult,
+    StorageLocation,
+    WorkerReport,
+)
+from hyperscan.scan._local import ScanEvent, TrialRecord
+from hyperscan.scan._status import BestTrial, RunningTrial, StudyStatus, StudySummary
+from hyperscan.scan._study import Creation
+
+__all__ = [
+    "BestTrial",
+    "Creation",
+    "ExportedTrial",
+    "RunningTrial",
+    "ScanEvent",
+    "ScanPlan",
+    "ScanResult",
+    "StorageLocation",
+    "StudyStatus",
+    "StudySummary",
+    "TrialRecord",
+    "WorkerReport",
+]
