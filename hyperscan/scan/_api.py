@@ -156,19 +156,21 @@ class Study:
         return f"Study({self.name!r}, storage={self.storage!r})"
 
     @contextmanager
-    def _reading(self) -> Iterator[None]:
+    def reading(self) -> Iterator[None]:
+        """A block that reads the study (``optuna_study``): a storage lost meanwhile comes as
+        :class:`StorageError`, not Optuna's traceback."""
         with explained_storage_errors(self._storage):
             yield
 
     def status(self) -> StudyStatus:
         """Trials by state, the best trial with its statistics, the running trials."""
-        with self._reading():
+        with self.reading():
             return study_status(self._setup)
 
     def export(self, trial: int | None = None) -> ExportedTrial:
         """The best complete trial, or trial number ``trial`` (complete, pruned or trashed),
         as a fit runcard."""
-        with self._reading():
+        with self.reading():
             found, text = export_trial(self._setup, trial)
         value = found.value if found.state == TrialState.COMPLETE else None
         return ExportedTrial(self.name, found.number, outcome(found), value, text)
@@ -366,7 +368,7 @@ def run_scan(
     card, source = _scan_runcard(runcard)
     study = _create(card, source, storage, name)
     cores = usable_cores()
-    with study._reading():
+    with study.reading():
         optuna_study = study.optuna_study
         left = card.scan.trials - finished_trials(optuna_study)  # failing stale ones keeps it
         fail_stale_trials(optuna_study, requeue=left > 0)
@@ -388,7 +390,7 @@ def run_scan(
     )
     tell(plan)
     processes = (
-        start_workers(study.name, study._url, plan.workers, card.fit.training.threads)
+        start_workers(study.name, resolve_url(storage), plan.workers, card.fit.training.threads)
         if plan.workers
         else []
     )
@@ -399,7 +401,7 @@ def run_scan(
     )
     counts = best = error = None
     try:
-        with study._reading():
+        with study.reading():
             counts = dict(sorted(state_counts(optuna_study.get_trials(deepcopy=False)).items()))
         best = study.export()
     except (ScanError, StorageError) as problem:

@@ -194,7 +194,8 @@ def test_study_status_is_a_table_and_json(study_with_trials):
     shown = _cli("study", "status", "--study", "tiny", "--storage", study_with_trials)
     assert shown.exit_code == 0, shown.output
     lines = shown.stdout.splitlines()
-    assert max(len(line) for line in lines) <= 100  # no dictionary dumped in a line
+    # no dictionary dumped in a line (the storage's path, in the header, is as long as it is)
+    assert max(len(line) for line in lines if ".journal" not in line) <= 100
     assert "{" not in shown.stdout
     assert "best: trial 0, value 1.25" in lines
     assert "    adam.learning_rate  0.01" in lines
