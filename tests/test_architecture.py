@@ -1,4 +1,4 @@
-"""The layering the README's Architecture section promises, checked on the source.
+"""The layering docs/architecture.md promises, checked on the source.
 
 hyperscan's packages form a chain, runcard → data → model → fit → scan → report → cli: each
 imports only from itself and the packages before it, and from those only their public names,
