@@ -48,6 +48,7 @@ from hyperscan.scan._study import (
 )
 from hyperscan.scan._study import create_study as _create_study
 from hyperscan.scan._study import open_study as _open_study
+from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
     NoSchemaError,
     StorageError,
@@ -98,20 +99,6 @@ class ExportedTrial:
         existing file is kept unless ``force``; a missing folder is refused, not created."""
         write_atomically(Path(path), self.text, force=force)
         return Path(path)
-
-
-@dataclass(frozen=True)
-class WorkerReport:
-    """How a worker ended."""
-
-    trials: int  # trials this worker ended, re-queued ones included
-    stopped_by_signal: bool
-    budget_reached: bool
-    # stop_after: the next trial (expected_trial_s, None if unknown) did not fit in seconds_left
-    walltime_reached: bool = False
-    expected_trial_s: float | None = None
-    seconds_left: float | None = None
-    requeued: int = 0  # of `trials`: cut short by a signal and queued again for another worker
 
 
 class Study:

@@ -18,11 +18,11 @@ from optuna.trial import TrialState
 
 from hyperscan.fit import stop_on_signals
 from hyperscan.runcard import ScanRuncard
-from hyperscan.scan._api import WorkerReport
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
 from hyperscan.scan._trial_attrs import requeued as was_requeued
+from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
     describe_error,
     explained_storage_errors,

@@ -6,11 +6,11 @@ from hyperscan.scan._api import (
     ScanPlan,
     ScanResult,
     StorageLocation,
-    WorkerReport,
 )
 from hyperscan.scan._local import ScanEvent, TrialRecord
 from hyperscan.scan._status import BestTrial, RunningTrial, StudyStatus, StudySummary
 from hyperscan.scan._study import Creation
+from hyperscan.scan._worker_report import WorkerReport
 
 __all__ = [
     "BestTrial",
