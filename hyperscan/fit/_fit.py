@@ -56,6 +56,7 @@ class FitResult:
     chi2_per_point: dict[str, np.ndarray]  # training, validation, held_out, experimental: (M,)
     dataset_names: list[str]
     dataset_chi2_per_point: np.ndarray  # (M, n_datasets) experimental, per dataset
+    predictions: np.ndarray  # (M, N) each member's predictions for every point, problem order
     steps: int
     seconds: float  # the whole fit: building the members and the model, and training
     training_seconds: float  # the training loop alone
@@ -149,7 +150,8 @@ def run_fit(
     points = model.points_per_category
     chi2 = observables.chi2.numpy() / np.maximum(points, 1)
     status = member_status(outcome.status, outcome.best_step, outcome.interrupted)
-    experimental, per_dataset = experimental_chi2(problem, model.predictions(final).numpy())
+    predictions = model.predictions(final).numpy()
+    experimental, per_dataset = experimental_chi2(problem, predictions)
     pdf_x = output_xgrid()
     return FitResult(
         replicas=np.array([s.replica for s in specs]),
@@ -167,6 +169,7 @@ def run_fit(
         },
         dataset_names=[d.name for d in problem.datasets],
         dataset_chi2_per_point=per_dataset,
+        predictions=predictions,
         steps=outcome.steps,
         seconds=time.perf_counter() - started,
         training_seconds=training_seconds,

@@ -68,7 +68,8 @@ class ObjectiveSection(_Section):
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
     """Across replicas: mean, median, trimmed_mean, max, mean_plus_std."""
     best_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.85
-    """For `trimmed_mean`: the mean over this fraction of the replicas, best first."""
+    """For `trimmed_mean`: the mean over this fraction of the replicas, best first; also the
+    replicas (best by validation χ²) of the `ensemble` metrics, n3fit's reduce_proportion."""
     std_weight: Annotated[Float, Field(ge=0)] = 1.0
     """For `mean_plus_std`: k in mean + k·std."""
     fold_statistic: Literal["mean", "median", "max"] = "mean"

@@ -23,6 +23,7 @@ from hyperscan.fit import (
 )
 from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import RuncardError, ScanRuncard
+from hyperscan.scan._ensemble_metrics import fold_record
 from hyperscan.scan._statistics import all_statistics, summary, trial_value
 from hyperscan.scan._trial_attrs import (
     REQUEUED_ATTR,
@@ -139,6 +140,7 @@ class Objective:
                     for k in range(len(self.runcard.scan.folds))
                 },
             )
+        trial.set_user_attr("ensemble", self._ensemble(result))
         trial.set_user_attr(
             "fit",
             {
@@ -156,6 +158,37 @@ class Objective:
                 "hyperscan": __version__,
             },
         )
+
+    def _ensemble(self, result: FitResult) -> dict:
+        """n3fit's hyperopt metrics of each fold's ensemble, on the points the fold scores: its
+        held-out datasets with k-fold, else all the data (the replicas' validation points
+        differ, and n3fit's experimental χ² without a fold is over all the data)."""
+        problem, folds = self.problem, self.runcard.scan.folds
+        proportion = self.runcard.scan.objective.best_fraction
+        slices = dict(zip(problem.names, problem.dataset_slices(), strict=True))
+        scored = []
+        for fold in folds or [problem.names]:
+            points = np.zeros(problem.n_data, dtype=bool)
+            for name in fold:
+                points[slices[name]] = True
+            scored.append(np.flatnonzero(points))
+        experimental = result.chi2_per_point["held_out" if folds else "experimental"]
+        records = {}
+        for k, points in enumerate(scored):
+            members = self.folds == (k if folds else -1)
+            records[str(k)] = fold_record(
+                result.predictions[members][:, points],
+                problem.central[points],
+                problem.covmat[np.ix_(points, points)],
+                result.chi2_per_point["validation"][members],
+                experimental[members],
+                proportion,
+            )
+        return {
+            "proportion": proportion,
+            "scored": "held_out" if folds else "all",
+            "folds": records,
+        }
 
 
 def _member(result: FitResult, m: int) -> str:

@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from hyperscan.data import experimental_chi2, fit_to_fk_rotation, grid_predictions, load_problem
 from hyperscan.fit import (
     HISTORY_ARRAYS,
     HISTORY_FILE,
@@ -27,6 +28,20 @@ from hyperscan.fit import (
 @pytest.fixture(scope="module")
 def result(make_card):
     return run_fit(make_card(replicas=[1], epochs=50))
+
+
+def test_the_result_keeps_each_member_s_predictions(result, make_card):
+    """The scan's ensemble metrics need them: they are the predictions the fit's χ² scored."""
+    problem = load_problem(make_card(replicas=[1], epochs=50))
+    assert result.predictions.shape == (1, problem.n_data)
+    experimental, _ = experimental_chi2(problem, result.predictions)
+    np.testing.assert_allclose(experimental, result.chi2_per_point["experimental"], rtol=1e-12)
+    # and FK ⊗ the fitted PDF on the fit's grid, as written to pdfs.npz, gives them again
+    xf = np.einsum("mxf,kf->mxk", result.grid_pdf, fit_to_fk_rotation())
+    np.testing.assert_allclose(
+        result.predictions, grid_predictions(problem, result.grid_x, xf), rtol=1e-9
+    )
+    assert not np.allclose(result.predictions, problem.central)  # a fit, not the data
 
 
 def _steps(folder) -> int:

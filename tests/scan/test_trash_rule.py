@@ -24,9 +24,11 @@ import pytest
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
+from hyperscan.data import Problem, closure_problem
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ScanRuncard, parse_scan_runcard
 from hyperscan.scan import trashed
+from hyperscan.scan._ensemble_metrics import ensemble_metrics
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._worker import make_pruner, make_sampler
 
@@ -57,6 +59,7 @@ scan:
 
 REASON = "non-finite loss"
 DIVERGED_EPOCH = 17
+PROBLEM = closure_problem("tiny")  # the fake fit's predictions are for its points
 
 
 def toy_value(x: float, y: float) -> float:
@@ -66,19 +69,21 @@ def toy_value(x: float, y: float) -> float:
 def fake_fit(
     card: FitRuncard,
     *,
-    problem: object = None,
+    problem: Problem,
     on_sync: object = None,
     **_: object,
 ) -> FitResult:
-    """The fit of a trial, in microseconds: replica r has χ² = value·(1 + 0.01 (r-1))."""
+    """The fit of a trial, in microseconds: replica r has χ² = value·(1 + 0.01 (r-1)) and
+    predictions central·(1 + 0.01 (r-1)); a diverged one NaN."""
     members = member_specs(card.replica_ids, card.folds)
     x, y = card.stopping.positivity_threshold, card.data.training_fraction
     m = len(members)
     chi2 = toy_value(x, y) * (1.0 + 0.01 * np.arange(m))
+    predictions = problem.central * (1.0 + 0.01 * np.arange(m))[:, None]
     status, divergence, stop = ["ok"] * m, [""] * m, np.full(m, -1)
     if x > BOUNDARY:
         status[0], divergence[0], stop[0] = "diverged", REASON, DIVERGED_EPOCH
-        chi2[0] = np.nan
+        chi2[0] = predictions[0] = np.nan
     return FitResult(
         replicas=np.array([spec.replica for spec in members]),
         folds=np.array([spec.fold for spec in members]),
@@ -94,6 +99,7 @@ def fake_fit(
         },
         dataset_names=[],
         dataset_chi2_per_point=np.zeros((m, 0)),
+        predictions=predictions,
         steps=100,
         seconds=0.001,
         training_seconds=0.001,
@@ -145,7 +151,7 @@ class Run:
 
 def run_study(mode: str, seed: int) -> Run:
     runcard = scan_runcard(seed)
-    objective = Objective(runcard, None, threading.Event())  # problem: only the fit uses it
+    objective = Objective(runcard, PROBLEM, threading.Event())
     study = optuna.create_study(sampler=make_sampler(runcard, salt=seed))
     study.optimize(
         objective if mode == "pruned" else as_fail(objective),
@@ -184,12 +190,22 @@ def test_trashed_trials_are_pruned_with_their_reason(runs: dict[tuple[str, int],
             # recorded before the trash decision, so the dashboard shows what happened
             assert trial.user_attrs["fit"]["diverged"] == 1
             assert trial.user_attrs["replicas"]["validation"] == {"n": REPLICAS, "finite": 2}
+            # all 3 replicas are n3fit's best 85%, the diverged one too: no ensemble metric
+            (fold,) = trial.user_attrs["ensemble"]["folds"].values()
+            assert fold["replicas"] == REPLICAS and fold["phi"] is None and fold["logp"] is None
         for trial in outside:
             assert trial.state == TrialState.COMPLETE
             assert trashed(trial) is None
             expected = toy_value(trial.params[X], trial.params[Y]) * 1.01  # mean of 1, 1.01, 1.02
             assert trial.value == pytest.approx(expected, rel=1e-9, abs=1e-12)
             assert trial.user_attrs["statistics"]["mean"] == pytest.approx(trial.value, abs=1e-6)
+            ensemble = trial.user_attrs["ensemble"]
+            assert ensemble["scored"] == "all" and ensemble["proportion"] == 0.85
+            (fold,) = ensemble["folds"].values()
+            assert fold["n_points"] == PROBLEM.n_data and fold["replicas"] == REPLICAS
+            # n3fit's chi2 loss: the mean validation χ² of the 3, the best experimental χ² < 2
+            assert fold["n3fit_chi2"] == pytest.approx(trial.value, abs=1e-6)
+            assert fold["phi"] > 0 and fold["phi2"] == pytest.approx(fold["phi"] ** 2, rel=1e-4)
 
 
 def test_fail_mode_really_fails(runs: dict[tuple[str, int], Run]) -> None:
@@ -254,7 +270,7 @@ def test_a_tolerated_divergence_with_non_finite_chi2_does_not_end_fail(
     runcard = parse_scan_runcard(
         CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 1"), "toy-scan.yml"
     )
-    objective = Objective(runcard, None, threading.Event())
+    objective = Objective(runcard, PROBLEM, threading.Event())
     study = optuna.create_study(sampler=make_sampler(runcard, salt=0))
     study.enqueue_trial({X: 0.9, Y: 0.3})  # one replica diverges, χ² NaN
     study.enqueue_trial({X: 0.5, Y: 0.3})  # fine: 0.04 · 1.01
@@ -286,7 +302,7 @@ def test_pos_veto_replicas_trash_a_trial_only_past_max_pos_veto(
     runcard = parse_scan_runcard(card, "toy-scan.yml")
     study = optuna.create_study()
     study.enqueue_trial({X: 0.5, Y: 0.3})
-    study.optimize(Objective(runcard, None, threading.Event()), n_trials=1)
+    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
     (trial,) = study.trials
     assert trial.user_attrs["fit"]["pos_veto"] == 1
     if max_pos_veto == 0:
@@ -316,7 +332,9 @@ def test_interrupted_members_are_not_pos_veto(monkeypatch: pytest.MonkeyPatch) -
     card = CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 0, max_pos_veto: 0")
     study = optuna.create_study()
     study.enqueue_trial({X: 0.5, Y: 0.3})
-    study.optimize(Objective(parse_scan_runcard(card, "toy-scan.yml"), None, threading.Event()), 1)
+    study.optimize(
+        Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event()), 1
+    )
     (trial,) = study.trials
     assert trial.user_attrs["fit"]["pos_veto"] == 0
     assert trial.state == TrialState.COMPLETE and trashed(trial) is None
@@ -337,7 +355,7 @@ scan:
 """,
         "combo.yml",
     )
-    objective = Objective(runcard, None, threading.Event())
+    objective = Objective(runcard, PROBLEM, threading.Event())
     study = optuna.create_study()
     study.enqueue_trial({"positivity.initial": 5.0e4, "positivity.max": 2000.0})
     with pytest.MonkeyPatch.context() as patch:
@@ -371,3 +389,35 @@ def test_the_median_pruner_spares_the_warmup_reports(warmup: int) -> None:
         if bad.should_prune():
             break
     assert report == warmup + 1
+
+
+def test_each_fold_stores_n3fit_s_ensemble_metrics_on_its_held_out_points(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With k-fold, a fold's ensemble metrics are its own members' on its held-out datasets,
+    with their covariance block (TOY_HERA_CC_F2WP lies between the two datasets of fold 1)."""
+    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    folds = [["TOY_HERA_CC_F2WP"], ["TOY_HERA_NC_F2P", "TOY_NUTEV_XF3WP"]]
+    card = CARD.replace("SEED", "0") + f"  folds: {folds}\n  objective: {{chi2: validation}}\n"
+    study = optuna.create_study()
+    study.enqueue_trial({X: 0.5, Y: 0.3})
+    study.optimize(
+        Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event()), 1
+    )
+    (trial,) = study.trials
+    ensemble = trial.user_attrs["ensemble"]
+    assert ensemble["scored"] == "held_out" and list(ensemble["folds"]) == ["0", "1"]
+    slices = dict(zip(PROBLEM.names, PROBLEM.dataset_slices(), strict=True))
+    for k, fold in enumerate(folds):
+        points = np.concatenate([np.arange(slices[n].start, slices[n].stop) for n in fold])
+        # fold k's members are replicas 1..3, the fake's members 3k..3k+2
+        predictions = PROBLEM.central[points] * (1.0 + 0.01 * np.arange(3 * k, 3 * k + 3))[:, None]
+        expected = ensemble_metrics(
+            predictions, PROBLEM.central[points], PROBLEM.covmat[np.ix_(points, points)]
+        )
+        stored = ensemble["folds"][str(k)]
+        assert stored["n_points"] == points.size == expected.n_points
+        assert stored["phi"] == pytest.approx(expected.phi, abs=1e-6)
+        assert stored["chi2p"] == pytest.approx(expected.chi2p, abs=1e-6)
+        assert stored["logp"] == pytest.approx(expected.logp, abs=1e-6)
+        assert stored["n3fit_chi2"] is None  # the fake's held-out χ² is NaN

@@ -96,6 +96,10 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
     if kept:
         assert trial.state == TrialState.COMPLETE and not requeued(trial)
         assert len(study.trials) == 1
+        # the real fit's predictions reach n3fit's ensemble metrics, stored on the trial
+        (fold,) = trial.user_attrs["ensemble"]["folds"].values()
+        assert fold["n_points"] == objective.problem.n_data
+        assert fold["chi2p"] > 0 and fold["logp"] is not None
     else:
         assert trial.state == TrialState.FAIL and requeued(trial)
         assert study.trials[1].state == TrialState.WAITING
