@@ -35,6 +35,7 @@ from pydantic import (
     Tag,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -578,18 +579,12 @@ class Space(_Section):
         fail_at(problems, value)
         return checked
 
-    @field_validator("layers")
+    @field_validator("layers", "units")
     @classmethod
-    def _layer_range(cls, value: Range | None) -> Range | None:
+    def _within_bounds(cls, value: Range | None, info: ValidationInfo) -> Range | None:
         if value is not None:
-            fail_at(_checked(value, _LAYERS)[1], value)
-        return value
-
-    @field_validator("units")
-    @classmethod
-    def _unit_range(cls, value: Range | None) -> Range | None:
-        if value is not None:
-            fail_at(_checked(value, _UNITS)[1], value)
+            bounds = _LAYERS if info.field_name == "layers" else _UNITS
+            fail_at(_checked(value, bounds)[1], value)
         return value
 
     @field_validator("parameters")
