@@ -14,12 +14,13 @@ from typing import Any
 
 from optuna.storages import JournalStorage
 from optuna.storages._heartbeat import BaseHeartbeat
-from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from hyperscan.scan.storage._constants import SCHEMA_HINT, STORAGE_ENV
 from hyperscan.scan.storage._exceptions import StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallback, check_heartbeat
+from hyperscan.scan.storage._lock import JournalFlock
 from hyperscan.scan.storage._url import journal_path, journal_url
 
 HEARTBEAT_SUFFIX = ".heartbeats"
@@ -53,7 +54,8 @@ class HeartbeatJournalStorage(NamedHeartbeats, JournalStorage, BaseHeartbeat):
         self._hyperscan_url = journal_url(self._path)
         # The heartbeat folder appears with the first beat (record_heartbeat), so readers such
         # as `study status` leave nothing next to the journal.
-        super().__init__(JournalFileBackend(self._path))
+        # An OS lock, not Optuna's lock file: a killed writer stalled every worker 30 s.
+        super().__init__(JournalFileBackend(self._path, lock_obj=JournalFlock(self._path)))
 
     @property
     def path(self) -> str:
@@ -166,12 +168,12 @@ def _check_journal_tail(path: str, url: str) -> None:
 
     Optuna skips such a line when reading, but the next record appended to it would merge
     with it into one line that no reader can parse, and the whole study would be lost. Optuna
-    writes whole lines under its lock, so a tail seen without a newline is checked again under
-    that lock: only then is it not another process's write in flight.
+    writes whole lines under the journal's lock, so a tail seen without a newline is checked
+    again under that lock: only then is it not another process's write in flight.
     """
     if _ends_in_newline(path):
         return
-    lock = JournalFileSymlinkLock(path)
+    lock = JournalFlock(path)
     lock.acquire()
     try:
         if _ends_in_newline(path):
