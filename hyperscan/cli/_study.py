@@ -147,8 +147,14 @@ def study_list(storage: str | None) -> None:
 @grace_period_option(
     "The workers' grace period: a running trial without heartbeat for it is failed first."
 )
+@click.option(
+    "--salvage",
+    is_flag=True,
+    help="The --from journal is damaged: copy every readable record, skip and tell the "
+    "damaged lines, copy trials left running as failed. The journal is only read.",
+)
 def study_copy(
-    source: str, target: str, name: str, new_name: str | None, grace_period: int
+    source: str, target: str, name: str, new_name: str | None, grace_period: int, salvage: bool
 ) -> None:
     """Copy a study (runcard, data fingerprint, every trial and its attributes) to another
     storage, e.g. from the embedded journal to PostgreSQL. Stop its workers first.
@@ -157,14 +163,22 @@ def study_copy(
     Example:
       hyperscan study copy --from hyperscan.journal --to postgresql://user@db/scans \\
           --study quickstart-scan
+      hyperscan study copy --salvage --from damaged.journal --to saved.journal \\
+          --study quickstart-scan
     """
     quiet_optuna()
-    from hyperscan.scan import copy_study, storage_location
+    from hyperscan.scan import copy_study, salvage_study, storage_location
 
     with user_errors():
-        copied = copy_study(name, source, target, new_name, grace_period=grace_period)
+        if salvage:
+            salvaged = salvage_study(name, source, target, new_name)
+            copied = salvaged.copy
+        else:
+            copied = copy_study(name, source, target, new_name, grace_period=grace_period)
         where = storage_location(target).url
     click.echo(
         f"study {name!r} copied to {where} as {copied.name!r}: "
         f"{counts_line(copied.counts) or 'no trials'}"
     )
+    if salvage:
+        click.echo(f"salvage: {salvaged.damage}")

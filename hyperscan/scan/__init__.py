@@ -19,6 +19,7 @@ from hyperscan.scan._api import (
     open_study,
     reading_study,
     run_scan,
+    salvage_study,
     storage_location,
 )
 from hyperscan.scan._export import write_atomically
@@ -41,6 +42,7 @@ __all__ = [
     "reading_study",
     "retries",
     "run_scan",
+    "salvage_study",
     "state_counts",
     "storage_location",
     "trashed",

@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from hyperscan.runcard import ScanRuncard, load_scan_runcard
 from hyperscan.scan._copy import copy_study as _copy_study
+from hyperscan.scan._copy import salvage_copy as _salvage_copy
 from hyperscan.scan._export import export_trial, outcome, write_atomically
 from hyperscan.scan._local import (
     ScanEvent,
@@ -303,6 +304,40 @@ def copy_study(
     copied = _copy_study(source, target, name, new_name, grace_period=grace_period)
     with explained_storage_errors(study_storage(copied)):  # the copy's trials, read back
         return study_summary(copied)
+
+
+@dataclass(frozen=True)
+class SalvagedStudy:
+    """A study copied out of a damaged journal, and what could not be copied."""
+
+    copy: StudySummary
+    #: Numbers (from 1) of the lines that are not whole journal records.
+    skipped_lines: list[int]
+    #: Readable records left out: a damaged line created a trial or study, so the records
+    #: after it could not be matched to theirs (0 when none).
+    left_out: int
+    #: Trials the readable records leave RUNNING (their end was lost), copied as FAIL.
+    failed_trials: list[int]
+    #: All of it in one line, for the user.
+    damage: str
+
+
+def salvage_study(
+    name: str, source: str, target: str, new_name: str | None = None
+) -> SalvagedStudy:
+    """Copy study ``name`` out of the damaged journal file ``source`` into ``target`` (as
+    ``new_name``): every whole record is kept, the damaged lines are skipped and told. The
+    journal is only read; a copy that fails half-way is removed."""
+    copied, salvage = _salvage_copy(source, target, name, new_name)
+    with explained_storage_errors(study_storage(copied)):
+        summary = study_summary(copied)
+    return SalvagedStudy(
+        copy=summary,
+        skipped_lines=[line.number for line in salvage.skipped],
+        left_out=len(salvage.left_out),
+        failed_trials=salvage.failed,
+        damage=salvage.summary(),
+    )
 
 
 @dataclass(frozen=True)

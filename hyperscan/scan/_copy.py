@@ -8,6 +8,7 @@ parameters, values, intermediate reports, user attributes and start/end times.
 
 from __future__ import annotations
 
+import tempfile
 from contextlib import suppress
 
 import optuna
@@ -15,12 +16,17 @@ from optuna.trial import TrialState
 
 from hyperscan.scan._study import ScanError
 from hyperscan.scan.storage import (
+    JOURNAL_PREFIX,
+    Salvage,
     describe_error,
     errors_described,
     fail_stale_trials,
+    journal_path,
     load_study,
     open_storage,
+    redact,
     resolve_url,
+    salvage_journal,
     storage_url,
     study_names,
 )
@@ -62,7 +68,34 @@ def copy_study(
             f"study {name!r} has running trials ({numbers}): stop its workers first; a trial "
             "whose worker died is failed once it has sent no heartbeat for the grace period"
         )
-    target = open_storage(target_url, create=True)
+    return _write_copy(source, to_url, name, new_name)
+
+
+def salvage_copy(
+    source_url: str, target_url: str, name: str, new_name: str | None = None
+) -> tuple[optuna.Study, Salvage]:
+    """Copy study ``name`` from the damaged journal ``source_url``: every readable record, the
+    trials it leaves RUNNING failed (see :mod:`hyperscan.scan.storage._salvage`). The journal
+    is only read. Returns the new study and what was lost on the way."""
+    new_name = new_name or name
+    from_url, to_url = resolve_url(source_url), resolve_url(target_url)
+    if from_url == to_url:
+        raise ScanError("a salvaged study goes to another storage than the damaged journal")
+    if not from_url.startswith(JOURNAL_PREFIX):
+        raise ScanError(f"--salvage reads journal files; {redact(from_url)} is a database")
+    with tempfile.TemporaryDirectory(prefix="hyperscan-salvage-") as scratch:
+        with errors_described(from_url):
+            salvage = salvage_journal(journal_path(from_url), scratch)
+        load_study(salvage.storage, name)  # an unknown name lists the salvaged studies
+        salvage.fail_running(name)
+        return _write_copy(salvage.storage, to_url, name, new_name), salvage
+
+
+def _write_copy(
+    source: optuna.storages.BaseStorage, to_url: str, name: str, new_name: str
+) -> optuna.Study:
+    """Copy study ``name`` of ``source`` into the storage at ``to_url``, or nothing at all."""
+    target = open_storage(to_url, create=True)
     where = storage_url(target)
     exists = ScanError(f"study {new_name!r} exists in {where}; choose another name with --as")
     if new_name in study_names(target):
@@ -70,7 +103,7 @@ def copy_study(
     # Through memory: the source is read whole before the destination is written, so that
     # a failure of either is told with its own URL.
     held = optuna.storages.InMemoryStorage()
-    with errors_described(from_url):
+    with errors_described(storage_url(source)):
         optuna.copy_study(from_study_name=name, from_storage=source, to_storage=held)
     try:
         optuna.copy_study(

@@ -3,6 +3,7 @@ type hints and ``isinstance``; docs/api.md describes their fields."""
 
 from hyperscan.scan._api import (
     ExportedTrial,
+    SalvagedStudy,
     ScanPlan,
     ScanResult,
     StorageLocation,
@@ -17,6 +18,7 @@ __all__ = [
     "Creation",
     "ExportedTrial",
     "RunningTrial",
+    "SalvagedStudy",
     "ScanEvent",
     "ScanPlan",
     "ScanResult",

@@ -14,12 +14,18 @@ exceptions: callers read inside :func:`explained_storage_errors`, which turns a 
 connection into a StorageError.
 
 Laid out as Optuna's ``storages``: URLs (``_url``, ``_redact``), the translation of errors
-(``_errors``, a table of causes), the journal (``_journal``), databases (``_rdb``), trials
+(``_errors``, a table of causes), the journal (``_journal``, its lock ``_lock``, reading a
+damaged one ``_salvage``), databases (``_rdb``), trials
 whose worker is lost (``_stale``). It is the only part of hyperscan that touches Optuna's
 internals; what the rest needs of them, ``_internals`` gives under public names.
 """
 
-from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S, DEFAULT_STORAGE, STORAGE_ENV
+from hyperscan.scan.storage._constants import (
+    CONNECT_TIMEOUT_S,
+    DEFAULT_STORAGE,
+    JOURNAL_PREFIX,
+    STORAGE_ENV,
+)
 from hyperscan.scan.storage._errors import (
     describe_error,
     errors_described,
@@ -31,25 +37,30 @@ from hyperscan.scan.storage._internals import study_storage, trial_id, trial_log
 from hyperscan.scan.storage._journal import HeartbeatJournalStorage
 from hyperscan.scan.storage._open import load_study, open_storage, study_names
 from hyperscan.scan.storage._redact import redact
+from hyperscan.scan.storage._salvage import Salvage, salvage_journal
 from hyperscan.scan.storage._stale import fail_stale_trials, requeue_cut_short, stale_trial_ids
-from hyperscan.scan.storage._url import resolve_url, storage_file, storage_url
+from hyperscan.scan.storage._url import journal_path, resolve_url, storage_file, storage_url
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "DEFAULT_STORAGE",
+    "JOURNAL_PREFIX",
     "STORAGE_ENV",
     "HeartbeatJournalStorage",
     "NoSchemaError",
+    "Salvage",
     "StorageError",
     "describe_error",
     "errors_described",
     "explained_storage_errors",
     "fail_stale_trials",
+    "journal_path",
     "load_study",
     "open_storage",
     "redact",
     "requeue_cut_short",
     "resolve_url",
+    "salvage_journal",
     "stale_trial_ids",
     "storage_file",
     "storage_url",

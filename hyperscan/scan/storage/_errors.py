@@ -100,8 +100,9 @@ CAUSES = (
         "cannot open the SQLite file (its folder is missing or not writable)",
     ),
     Cause(
-        "invalid log format|<JSONDecodeError>",
-        "the journal file is damaged or is not an Optuna journal (a line is not JSON)",
+        "invalid log format|<JSONDecodeError>|<UnicodeDecodeError>",
+        "the journal file is damaged or is not an Optuna journal (a line is not a journal "
+        "record); `hyperscan study copy --salvage` copies its readable records to a new storage",
     ),
     Cause(
         r"(?P<line>[^\n]*no longer compatible with the table schema[^\n]*)",

@@ -21,6 +21,7 @@ from hyperscan.scan.storage._constants import SCHEMA_HINT, STORAGE_ENV
 from hyperscan.scan.storage._exceptions import StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallback, check_heartbeat
 from hyperscan.scan.storage._lock import JournalFlock
+from hyperscan.scan.storage._salvage import SkippedLine, first_damage
 from hyperscan.scan.storage._url import journal_path, journal_url
 
 HEARTBEAT_SUFFIX = ".heartbeats"
@@ -209,9 +210,25 @@ def open_journal(
     # Append mode creates nothing but a missing file and tells early whether we may write.
     with open(path, "ab"):
         pass
-    return HeartbeatJournalStorage(
-        path,
-        heartbeat_interval=heartbeat_interval,
-        grace_period=grace_period,
-        heartbeat_stale_trial_callback=callback,
+    try:
+        return HeartbeatJournalStorage(
+            path,
+            heartbeat_interval=heartbeat_interval,
+            grace_period=grace_period,
+            heartbeat_stale_trial_callback=callback,
+        )
+    except ValueError:  # Optuna's replay: JSONDecodeError, UnicodeDecodeError, a line cut short
+        damage = first_damage(path)
+        if damage is None:
+            raise
+        raise StorageError(damaged_message(path, damage), url) from None
+
+
+def damaged_message(path: str, damage: SkippedLine) -> str:
+    """Why no command reads the journal at ``path``, and the command that salvages it."""
+    return (
+        f"{path} is damaged at line {damage.number} ({damage.cause}), and Optuna reads no "
+        "journal past a damaged line; copy its readable records to a new storage with "
+        f"`hyperscan study copy --salvage --from {shlex.quote(path)} --to NEW.journal "
+        "--study NAME`"
     )
