@@ -89,3 +89,15 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
     finally:
         # FORCE ends connections a killed worker or a leaked pool left behind.
         admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def chromium(skip_or_fail_on_ci: Callable[..., NoReturn]) -> str:
+    """Debian's chromium (driven by tests/_chromium.py); skipped where it is missing, except
+    under CI=true (a failure)."""
+    from _chromium import find_chromium
+
+    path = find_chromium()
+    if path is None:
+        skip_or_fail_on_ci("chromium is not installed (apt-get install -y chromium)")
+    return path

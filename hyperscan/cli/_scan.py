@@ -234,8 +234,8 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     "--host",
     default="127.0.0.1",
     show_default=True,
-    help="IP address (v4 or v6) or host name to bind; the dashboard has no authentication and "
-    "can delete studies.",
+    help="IP address (v4 or v6) or host name to bind. Elsewhere than on this machine, set a "
+    "--token.",
 )
 @click.option(
     "--port",
@@ -244,12 +244,43 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     show_default=True,
     help="Port to serve on.",
 )
-def dashboard(storage: str | None, host: str, port: int) -> None:
-    """Serve optuna-dashboard for the storage (local only by default)."""
-    quiet_optuna()
-    from optuna_dashboard import run_server
+@click.option(
+    "--allow-writes",
+    is_flag=True,
+    help="Let the dashboard's users create, rename and delete studies, write notes and tell "
+    "trials (default: read-only).",
+)
+@click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="A name the browser may reach the dashboard by, besides the --host address, "
+    "localhost, 127.0.0.1 and ::1 (repeatable); other Host headers are refused.",
+)
+@click.option(
+    "--token",
+    envvar="HYPERSCAN_DASHBOARD_TOKEN",
+    metavar="TOKEN",
+    help="Require this token: open http://HOST:PORT/?token=TOKEN once (a cookie keeps it), "
+    "or send 'Authorization: Bearer TOKEN'. [env: HYPERSCAN_DASHBOARD_TOKEN]",
+)
+def dashboard(
+    storage: str | None,
+    host: str,
+    port: int,
+    allow_writes: bool,
+    allowed_hosts: tuple[str, ...],
+    token: str | None,
+) -> None:
+    """Serve optuna-dashboard for the storage: local and read-only by default.
 
-    from hyperscan.scan import open_storage
+    \b
+    Example (on a login node, seen through `ssh -L 8080:localhost:8080 login`):
+      hyperscan dashboard --storage postgresql://user@db/scans
+    """
+    quiet_optuna()
+    from hyperscan.scan import dashboard_app, open_storage, serve_dashboard
 
     with user_errors():
         handle = open_storage(storage)
@@ -258,8 +289,21 @@ def dashboard(storage: str | None, host: str, port: int) -> None:
         socket.create_server(
             (host, port), family=socket.AF_INET6 if ipv6 else socket.AF_INET
         ).close()
-        click.echo(f"dashboard on http://{f'[{host}]' if ipv6 else host}:{port}/ (Ctrl-C to stop)")
-        run_server(handle, host=host, port=port)
+        app = dashboard_app(
+            handle,
+            bind=host,
+            allowed_hosts=allowed_hosts,
+            allow_writes=allow_writes,
+            token=token,
+        )
+        mode = "writes allowed" if allow_writes else "read-only"
+        if token:
+            mode += ", token required"
+        elif host not in ("127.0.0.1", "::1", "localhost"):
+            mode += "; no --token: anyone who reaches this address reads the studies"
+        url = f"http://{f'[{host}]' if ipv6 else host}:{port}/"
+        click.echo(f"dashboard on {url} ({mode}; Ctrl-C to stop)")
+        serve_dashboard(app, host, port)
     except OSError as error:
         fail(f"cannot serve the dashboard on {host}:{port}: {error.strerror or error}")
 

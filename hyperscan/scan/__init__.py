@@ -22,6 +22,7 @@ from hyperscan.scan._api import (
     salvage_study,
     storage_location,
 )
+from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
 from hyperscan.scan._status import retries, state_counts
 from hyperscan.scan._study import RUNCARD_ATTR, ScanError
@@ -35,6 +36,7 @@ __all__ = [
     "Study",
     "copy_study",
     "create_study",
+    "dashboard_app",
     "last_report",
     "list_studies",
     "open_storage",
@@ -43,6 +45,7 @@ __all__ = [
     "retries",
     "run_scan",
     "salvage_study",
+    "serve_dashboard",
     "state_counts",
     "storage_location",
     "trashed",

@@ -38,14 +38,14 @@ COMMANDS = """
 import sys
 
 sys.path.insert(0, {helpers!r})
-import optuna_dashboard
 from _studies import QUICKSTART, build_study, mixed_states
 from optuna.trial import TrialState
 
+import hyperscan.scan
 from hyperscan.cli import main
 
-served = []
-optuna_dashboard.run_server = lambda storage, host, port: served.append(port)
+served = []  # the dashboard's application is built (optuna-dashboard imported), not served
+hyperscan.scan.serve_dashboard = lambda app, host, port: served.append(port)
 states = [state for state in mixed_states() if state != TrialState.RUNNING]  # copy refuses those
 storage = build_study({journal!r}, "synthetic", states)
 for args in (

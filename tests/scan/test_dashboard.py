@@ -1,15 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""`hyperscan dashboard` serves a hyperscan journal through optuna-dashboard, on 127.0.0.1 only.
+"""`hyperscan dashboard` serves a hyperscan journal through optuna-dashboard, on 127.0.0.1 only,
+read-only, to requests that name this machine (and carry the token, when one is set).
 
 The server is started the way users start it (the console script, as a subprocess) on a study
 whose trials carry the user attributes a scan worker records, and is queried through
-optuna-dashboard's JSON API (``/api/studies``, ``/api/studies/<id>``).
+optuna-dashboard's JSON API (``/api/studies``, ``/api/studies/<id>``), as curl would (each
+write that issue 42 made with curl is refused) and as a browser does (headless Chromium).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +29,7 @@ from typing import Any
 
 import optuna
 import pytest
+from _chromium import Chromium
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
@@ -146,6 +151,7 @@ class Server:
     port: int
     log: Path
     host: str = "127.0.0.1"
+    token: str | None = None
 
     @property
     def url(self) -> str:
@@ -156,9 +162,27 @@ class Server:
         return self.log.read_text(errors="replace")
 
     def get(self, route: str) -> Any:
-        with urllib.request.urlopen(self.url + route, timeout=10) as reply:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        ask = urllib.request.Request(self.url + route, headers=headers)
+        with urllib.request.urlopen(ask, timeout=10) as reply:
             assert reply.status == 200
             return json.loads(reply.read())
+
+    def request(
+        self, method: str, route: str, body: Any = None, **headers: str
+    ) -> tuple[int, dict[str, str], str]:
+        """Status, headers and text of one request; ``Host`` is the URL's unless given."""
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=10)
+        try:
+            data = None if body is None else json.dumps(body)
+            sent = {"Host": self.url.removeprefix("http://"), **headers}
+            if data is not None:
+                sent["Content-Type"] = "application/json"
+            connection.request(method, route, body=data, headers=sent)
+            reply = connection.getresponse()
+            return reply.status, dict(reply.getheaders()), reply.read().decode()
+        finally:
+            connection.close()
 
 
 def stop(process: subprocess.Popen) -> None:
@@ -173,20 +197,26 @@ def stop(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def serving(journal: Path, log: Path, host: str = "127.0.0.1") -> Iterator[Server]:
-    """`hyperscan dashboard` on `host`, once it answers; stopped at the end."""
+def serving(
+    journal: Path, log: Path, host: str = "127.0.0.1", *options: str, token: str | None = None
+) -> Iterator[Server]:
+    """`hyperscan dashboard` on `host` with `options` (and the token in its environment
+    variable), once it answers; stopped at the end."""
     port = free_port()
     command = [*hyperscan_command(), "dashboard", "--storage", str(journal), "--port", str(port)]
+    env = environment()
+    if token is not None:
+        env["HYPERSCAN_DASHBOARD_TOKEN"] = token
     with open(log, "wb") as sink:
         process = subprocess.Popen(
-            [*command, "--host", host],
+            [*command, "--host", host, *options],
             stdout=sink,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env=environment(),
+            env=env,
             cwd=journal.parent,
         )
-    running = Server(process, port, log, host)
+    running = Server(process, port, log, host, token)
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -256,7 +286,7 @@ def test_best_trial_is_the_lowest_complete_one(server: Server) -> None:
 
 
 def test_it_prints_a_local_url(server: Server) -> None:
-    assert f"dashboard on http://127.0.0.1:{server.port}/" in server.output()
+    assert f"dashboard on http://127.0.0.1:{server.port}/ (read-only;" in server.output()
 
 
 def listening_addresses(port: int) -> list[str]:
@@ -323,3 +353,153 @@ def test_a_port_in_use_is_an_error_not_a_traceback(journal: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"cannot serve the dashboard on 127.0.0.1:{port}" in result.stderr
     assert "Traceback" not in result.stderr and "dashboard on http" not in result.stdout
+
+
+# ---- the guard (issue 42, finding 2)
+
+TOKEN = "s3cret-t0ken"
+
+
+def study_state(journal: Path) -> list[tuple[str, list[tuple[str, float | None, dict]]]]:
+    """Every study with its trials' states, values and user attributes, read from the file."""
+    storage = open_storage(str(journal))
+    return [
+        (
+            summary.study_name,
+            [
+                (t.state.name, t.value, t.user_attrs)
+                for t in optuna.load_study(study_name=summary.study_name, storage=storage).trials
+            ],
+        )
+        for summary in optuna.get_all_study_summaries(storage)
+    ]
+
+
+def writes(study: int, trial: int) -> list[tuple[str, str, Any]]:
+    """The writes made with curl in issue 42: create, rename, delete, notes, tell, attributes."""
+    return [
+        ("POST", "/api/studies", {"study_name": "intruder", "directions": ["minimize"]}),
+        ("POST", f"/api/studies/{study}/rename", {"study_name": "renamed"}),
+        ("DELETE", f"/api/studies/{study}", {"remove_associated_artifacts": False}),
+        ("PUT", f"/api/studies/{study}/note", {"version": 0, "body": "owned"}),
+        ("PUT", f"/api/studies/{study}/{trial}/note", {"version": 0, "body": "owned"}),
+        ("POST", f"/api/trials/{trial}/tell", {"state": "Complete", "values": [0.001]}),
+        ("POST", f"/api/trials/{trial}/user-attrs", {"user_attrs": {"worker": "evil"}}),
+    ]
+
+
+def test_every_write_is_refused_by_default(server: Server, journal: Path) -> None:
+    before = study_state(journal)
+    first_trial = server.get(f"/api/studies/{study_id(server)}")["trials"][0]["trial_id"]
+    for method, route, body in writes(study_id(server), first_trial):
+        status, _, text = server.request(method, route, body)
+        assert status == 403, (method, route, text)
+        assert "read-only: start it with `hyperscan dashboard --allow-writes`" in text
+    assert study_state(journal) == before
+
+
+def test_another_host_name_is_refused(server: Server) -> None:
+    """DNS rebinding: a page of evil.example, its name pointed at 127.0.0.1, reads nothing."""
+    for host, name in [
+        ("evil.example", "evil.example"),
+        (f"evil.example:{server.port}", "evil.example"),
+        ("127.0.0.1.nip.io", "127.0.0.1.nip.io"),
+    ]:
+        status, _, text = server.request("GET", "/api/studies", Host=host)
+        assert status == 403, host
+        assert f"`hyperscan dashboard --allowed-host {name}`" in text
+        assert STUDY not in text
+    for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}", "LOCALHOST"):
+        assert server.request("GET", "/api/studies", Host=host)[0] == 200, host
+
+
+@pytest.fixture(scope="module")
+def open_server(
+    journal: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Server, Path]]:
+    """A dashboard with writes allowed, another host name and a token, on a copy of the
+    journal (it is written to)."""
+    folder = tmp_path_factory.mktemp("dashboard-open")
+    writable = folder / "scans.journal"
+    shutil.copy(journal, writable)
+    with serving(
+        writable,
+        folder / "server.log",
+        "127.0.0.1",
+        "--allow-writes",
+        "--allowed-host",
+        "node17.cluster",
+        token=TOKEN,
+    ) as running:
+        yield running, writable
+
+
+def test_the_token_is_required_and_never_printed(open_server: tuple[Server, Path]) -> None:
+    server, _ = open_server
+    assert server.request("GET", "/api/studies")[0] == 401
+    status, _, text = server.request("GET", "/api/studies", Authorization="Bearer wrong")
+    assert status == 401 and "needs its token" in text
+    assert server.request("GET", "/api/studies", Authorization=f"Bearer {TOKEN}")[0] == 200
+    assert server.request("GET", f"/api/studies?token={TOKEN}")[0] == 200  # a script's call
+    assert TOKEN not in server.output()
+    assert "(writes allowed, token required; Ctrl-C to stop)" in server.output()
+
+
+def test_the_token_in_the_address_becomes_a_cookie(open_server: tuple[Server, Path]) -> None:
+    server, _ = open_server
+    status, headers, _ = server.request("GET", f"/dashboard?token={TOKEN}")
+    assert status == 303 and headers["Location"] == "/dashboard"  # gone from the address bar
+    cookie = headers["Set-Cookie"].split(";")[0]
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    assert server.request("GET", "/api/studies", Cookie=cookie)[0] == 200
+    assert server.request("GET", "/api/studies", Cookie=cookie + "x")[0] == 401
+
+
+def test_writes_pass_when_allowed_but_not_from_another_site(
+    open_server: tuple[Server, Path],
+) -> None:
+    server, writable = open_server
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    new = {"study_name": "added", "directions": ["minimize"]}
+    status, _, text = server.request(
+        "POST", "/api/studies", new, Origin="https://evil.example", **auth
+    )
+    assert status == 403 and "another site" in text
+    status, _, text = server.request("POST", "/api/studies", new, Origin=server.url, **auth)
+    assert status == 201, text
+    assert [name for name, _ in study_state(writable)] == [STUDY, "added"]
+
+
+def test_an_allowed_host_name_is_served(open_server: tuple[Server, Path]) -> None:
+    server, _ = open_server
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    status, _, _ = server.request("GET", "/api/studies", Host="node17.cluster:8080", **auth)
+    assert status == 200
+    assert server.request("GET", "/api/studies", Host="node18.cluster", **auth)[0] == 403
+
+
+def rendered(chromium: str, server: Server, route: str) -> list[str]:
+    """The API calls of a dashboard page loaded in headless Chromium; the page's errors and
+    any refusal of its calls (the server logs each one) fail the test."""
+    logged = len(server.output())
+    with Chromium(chromium) as browser:
+        page = browser.check(server.url + route)
+    assert page.errors == [], page.errors
+    assert page.screenshot.startswith(b"\x89PNG")
+    refused = [line for line in server.output()[logged:].splitlines() if '" 40' in line]
+    assert refused == []
+    return [r for r in page.requests if "/api/" in r]
+
+
+def test_the_read_only_dashboard_renders(server: Server, chromium: str) -> None:
+    assert any(r.endswith("/api/studies") for r in rendered(chromium, server, "/dashboard"))
+
+
+def test_the_dashboard_renders_with_its_token(
+    open_server: tuple[Server, Path], chromium: str
+) -> None:
+    """Opened once with ?token=, the page's own API calls pass on the cookie."""
+    server, _ = open_server
+    calls = rendered(chromium, server, f"/dashboard?token={TOKEN}")
+    assert any(r.endswith("/api/studies") for r in calls)
+    assert all(TOKEN not in r for r in calls)
