@@ -492,7 +492,11 @@ def rendered(chromium: str, server: Server, route: str) -> list[str]:
 
 
 def test_the_read_only_dashboard_renders(server: Server, chromium: str) -> None:
+    """The study list and a study's page: viewing them writes nothing (no call refused)."""
     assert any(r.endswith("/api/studies") for r in rendered(chromium, server, "/dashboard"))
+    number = study_id(server)
+    calls = rendered(chromium, server, f"/dashboard/studies/{number}")
+    assert f"{server.url}/api/studies/{number}?after=0" in calls, calls
 
 
 def test_the_dashboard_renders_with_its_token(

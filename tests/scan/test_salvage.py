@@ -44,7 +44,7 @@ def line_of(lines: list[bytes], op_code: int, nth: int = 0) -> int:
     return found[nth]
 
 
-def salvaged(source: Path, target: Path) -> tuple[str, list[optuna.trial.FrozenTrial]]:
+def salvaged(source: Path, target: Path | str) -> tuple[str, list[optuna.trial.FrozenTrial]]:
     result = cli("study", "copy", "--salvage", "--from", source, "--to", target, "--study", STUDY)
     assert result.exit_code == 0, result.output
     copy = optuna.load_study(study_name=STUDY, storage=open_storage(str(target)))
@@ -93,6 +93,21 @@ def test_a_nul_filled_tail_is_binary_damage(tmp_path: Path) -> None:
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2 + [TrialState.FAIL]
     assert [t.value for t in trials[:2]] == VALUES[:2]
     assert "trial(s) 2 had not ended: copied as FAIL" in output
+
+
+def test_a_study_is_salvaged_into_postgresql(tmp_path: Path, postgres_url: str) -> None:
+    journal = tmp_path / "scan.journal"
+    lines = journal_with_trials(journal, running=True)
+    bad = line_of(lines, 8, nth=2)
+    lines[bad] = lines[bad][:-20] + b"\n"  # half a record
+    journal.write_bytes(b"".join(lines))
+
+    output, trials = salvaged(journal, postgres_url)
+    assert f"line {bad + 1}: not JSON" in output
+    assert "trial(s) 3 had not ended: copied as FAIL" in output
+    assert [t.value for t in trials[:3]] == VALUES
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 3 + [TrialState.FAIL]
+    assert trials[3].params.keys() == {"learning_rate"}
 
 
 def test_a_lost_trial_creation_leaves_the_records_after_it_out(tmp_path: Path) -> None:
