@@ -221,10 +221,10 @@ def open_journal(
         damage = first_damage(path)
         if damage is None:
             raise
-        raise StorageError(damaged_message(path, damage), url) from None
+        raise StorageError(_damaged_message(path, damage), url) from None
 
 
-def damaged_message(path: str, damage: SkippedLine) -> str:
+def _damaged_message(path: str, damage: SkippedLine) -> str:
     """Why no command reads the journal at ``path``, and the command that salvages it."""
     return (
         f"{path} is damaged at line {damage.number} ({damage.cause}), and Optuna reads no "
