@@ -92,6 +92,16 @@ CAUSES = (
         passes=False,
     ),
     Cause(
+        r"no answer within (?P<seconds>[\d.]+) s \((?P<what>[^)]*)\)",
+        "{host} gave no answer within {seconds} s ({what}: a hung server or network; the "
+        "limit is $HYPERSCAN_DB_TIMEOUT)",
+    ),
+    Cause(
+        "canceling statement due to statement timeout",
+        "{host} did not finish a statement within $HYPERSCAN_DB_TIMEOUT (its "
+        "statement_timeout): an overloaded or locked server",
+    ),
+    Cause(
         "timeout expired|timed out|no route to host|network is unreachable",
         f"{{host}} is unreachable (no answer within {CONNECT_TIMEOUT_S} s)",
     ),

@@ -20,6 +20,7 @@ from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._take import TAKEN, GatedTakes
+from hyperscan.scan.storage._timeout import database_timeout, limit_waits, timeout_connect_args
 
 # Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
@@ -82,13 +83,9 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
             "connect_args": {
                 "connect_timeout": CONNECT_TIMEOUT_S,
                 "application_name": "hyperscan",
-                # A server or link that vanishes without closing the connection ends a wait
-                # on it after ~1 min instead of leaving the worker blocked for hours.
-                "keepalives": 1,
-                "keepalives_idle": 30,
-                "keepalives_interval": 10,
-                "keepalives_count": 3,
-                "tcp_user_timeout": 60_000,
+                # A server or link that hangs ends a wait on it after $HYPERSCAN_DB_TIMEOUT
+                # instead of leaving the worker blocked for hours.
+                **timeout_connect_args(database_timeout()),
             },
         }
     return {"pool_pre_ping": True}
@@ -140,6 +137,8 @@ def open_rdb(
     """The database of a canonical SQLAlchemy URL (see :func:`open_storage`)."""
     check_heartbeat(heartbeat_interval, grace_period)
     engine_kwargs = _engine_kwargs(url)
+    if url.startswith(PG_PREFIX):
+        limit_waits(database_timeout())
     try:
         with _schema_guard(url, engine_kwargs.get("connect_args", {}), create):
             storage = _RDBStorage(
