@@ -24,6 +24,7 @@ from typing import Any
 
 import optuna
 import psycopg2
+import psycopg2.errors
 import pytest
 import sqlalchemy
 from _waiting import wait_for
@@ -569,6 +570,14 @@ ONE_PER_CAUSE = [
     (
         psycopg2.OperationalError('could not translate host name "db" to address'),
         "unknown host in db:5432",
+    ),
+    (
+        psycopg2.OperationalError("no answer within 60 s (to a statement): a hung server"),
+        "db:5432 gave no answer within 60 s (to a statement: a hung server or network",
+    ),
+    (
+        psycopg2.errors.QueryCanceled("canceling statement due to statement timeout"),
+        "db:5432 did not finish a statement within $HYPERSCAN_DB_TIMEOUT",
     ),
     (psycopg2.OperationalError("timeout expired"), "db:5432 is unreachable (no answer within 5 s)"),
     (psycopg2.errors.UndefinedTable('relation "studies" does not exist'), "no hyperscan/Optuna"),

@@ -36,20 +36,20 @@ def retrying(
     what: str,
     url: str,
     *,
-    waits: Sequence[float] = STORAGE_RETRY_WAITS,
-    sleep: Callable[[float], Any] = time.sleep,
+    waits: Sequence[float] | None = None,
 ) -> T:
-    """``call()``, called again after each wait of ``waits`` while it fails with a transient
-    storage error (:func:`transient_error`), with a line in the log per retry; the last
-    error, or any other, is raised."""
-    for wait in (*waits, None):
+    """``call()``, called again after each wait of ``waits`` (default
+    :data:`STORAGE_RETRY_WAITS`) while it fails with a transient storage error
+    (:func:`transient_error`), with a line in the log per retry; the last error, or any other,
+    is raised."""
+    for wait in (*(STORAGE_RETRY_WAITS if waits is None else waits), None):
         try:
             return call()
         except Exception as error:
             if wait is None or not transient_error(error):
                 raise
             _logger.warning("%s: %s; trying again in %g s", what, describe_error(error, url), wait)
-            sleep(wait)
+            time.sleep(wait)
     raise AssertionError("unreachable")
 
 
