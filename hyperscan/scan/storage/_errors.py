@@ -46,7 +46,7 @@ CAUSES = (
     Cause(
         "too many clients|remaining connection slots are reserved",
         "the PostgreSQL server at {host} has no free connection slots (max_connections "
-        "reached): each worker holds about 2 connections; raise max_connections, run fewer "
+        "reached): each worker holds 2 to 3 connections; raise max_connections, run fewer "
         "workers, or put PgBouncer in front",
     ),
     Cause(
