@@ -16,9 +16,7 @@ from __future__ import annotations
 import os
 import select
 import time
-
-import psycopg2
-import psycopg2.extensions
+from typing import Any
 
 from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S
 from hyperscan.scan.storage._exceptions import StorageError
@@ -60,6 +58,8 @@ def limit_waits(seconds: float) -> None:
     """Give every psycopg2 connection of this process a deadline of ``seconds`` per answer
     (``CONNECT_TIMEOUT_S`` while connecting, as libpq's connect_timeout, which asynchronous
     connections ignore). The callback is process-wide: the last call sets the limit."""
+    import psycopg2.extensions  # only a process that opens PostgreSQL pays its import
+
     global _limit_s
     _limit_s = seconds
     psycopg2.extensions.set_wait_callback(_wait_with_deadline)
@@ -68,7 +68,10 @@ def limit_waits(seconds: float) -> None:
 _limit_s: float = DEFAULT_TIMEOUT_S
 
 
-def _wait_with_deadline(connection: psycopg2.extensions.connection) -> None:
+def _wait_with_deadline(connection: Any) -> None:
+    """psycopg2's wait for ``connection`` (a psycopg2 connection), within the limit."""
+    import psycopg2.extensions
+
     connecting = connection.status == psycopg2.extensions.STATUS_SETUP
     limit = min(CONNECT_TIMEOUT_S, _limit_s) if connecting else _limit_s
     deadline = time.monotonic() + limit
