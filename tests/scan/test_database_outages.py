@@ -21,9 +21,12 @@ from hyperscan.scan.storage import _retry, results_folder
 from hyperscan.scan.storage._timeout import TIMEOUT_ENV
 
 
-def _one_trial_with_a_fault(monkeypatch, postgres_url, fault) -> tuple[list, list]:
-    """Run a worker on a one-trial study through a proxy; ``fault(proxy)`` is called as the
-    fit returns, before its first write. Returns the fits' values and the study's trials."""
+def _one_trial_with_a_fault(
+    monkeypatch, postgres_url, fault, **worker_env: str
+) -> tuple[list, list]:
+    """Run a worker (with ``worker_env`` set) on a one-trial study through a proxy;
+    ``fault(proxy)`` is called as the fit returns, before its first write. Returns the fits'
+    values and the study's trials."""
     values: list[float] = []
     value_of = _objective.trial_value
     fits = []
@@ -47,6 +50,8 @@ def _one_trial_with_a_fault(monkeypatch, postgres_url, fault) -> tuple[list, lis
         url = proxy.url(postgres_url)
         card = scan_runcard_from_dict(scan_card(scan={"trials": 1}))
         create_study(card, open_storage(url, create=True), "outage")
+        for name, value in worker_env.items():
+            monkeypatch.setenv(name, value)
         report = run_worker("outage", open_storage(url, heartbeat_interval=1, grace_period=600))
     assert report.trials == 1 and report.budget_reached
     assert len(fits) == 1, "the trial was fitted again"
@@ -100,15 +105,10 @@ def test_a_frozen_connection_becomes_a_retry_within_the_timeout(
     write gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is
     recorded once the proxy forwards again."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setenv(TIMEOUT_ENV, "2")
-    frozen: list[float] = []
-
-    def freeze(proxy):
-        proxy.freeze(12)
-        frozen.append(time.monotonic())
-
     with caplog.at_level(logging.WARNING):
-        values, trials = _one_trial_with_a_fault(monkeypatch, postgres_url, freeze)
+        values, trials = _one_trial_with_a_fault(
+            monkeypatch, postgres_url, lambda proxy: proxy.freeze(12), **{TIMEOUT_ENV: "2"}
+        )
     [trial] = trials
     assert trial.state == TrialState.COMPLETE and trial.value == values[-1]
     retries = [m for m in caplog.messages if m.startswith("recording trial 0 (")]

@@ -20,7 +20,12 @@ from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._take import TAKEN, GatedTakes
-from hyperscan.scan.storage._timeout import database_timeout, limit_waits, timeout_connect_args
+from hyperscan.scan.storage._timeout import (
+    APPLICATION_NAME,
+    database_timeout,
+    limit_waits,
+    timeout_connect_args,
+)
 
 # Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
@@ -82,7 +87,7 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
             "max_overflow": 2,
             "connect_args": {
                 "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": "hyperscan",
+                "application_name": APPLICATION_NAME,
                 # A server or link that hangs ends a wait on it after $HYPERSCAN_DB_TIMEOUT
                 # instead of leaving the worker blocked for hours.
                 **timeout_connect_args(database_timeout()),

@@ -24,6 +24,8 @@ from hyperscan.scan.storage._exceptions import StorageError
 TIMEOUT_ENV = "HYPERSCAN_DB_TIMEOUT"
 """Environment variable: seconds a worker waits for one answer of the database (default 60)."""
 DEFAULT_TIMEOUT_S = 60
+APPLICATION_NAME = "hyperscan"
+"""libpq's application_name of hyperscan's connections: the ones the limit applies to."""
 
 
 def database_timeout() -> float:
@@ -55,9 +57,10 @@ def timeout_connect_args(seconds: float) -> dict[str, object]:
 
 
 def limit_waits(seconds: float) -> None:
-    """Give every psycopg2 connection of this process a deadline of ``seconds`` per answer
-    (``CONNECT_TIMEOUT_S`` while connecting, as libpq's connect_timeout, which asynchronous
-    connections ignore). The callback is process-wide: the last call sets the limit."""
+    """Give hyperscan's psycopg2 connections (:data:`APPLICATION_NAME`) a deadline of
+    ``seconds`` per answer (``CONNECT_TIMEOUT_S`` while connecting, as libpq's
+    connect_timeout, which asynchronous connections ignore). The callback is process-wide,
+    other connections wait as before; the last call sets the limit."""
     import psycopg2.extensions  # only a process that opens PostgreSQL pays its import
 
     global _limit_s
@@ -69,12 +72,14 @@ _limit_s: float = DEFAULT_TIMEOUT_S
 
 
 def _wait_with_deadline(connection: Any) -> None:
-    """psycopg2's wait for ``connection`` (a psycopg2 connection), within the limit."""
+    """psycopg2's wait for ``connection`` (a psycopg2 connection): within the limit for
+    hyperscan's connections, unlimited for any other of the process."""
     import psycopg2.extensions
 
     connecting = connection.status == psycopg2.extensions.STATUS_SETUP
     limit = min(CONNECT_TIMEOUT_S, _limit_s) if connecting else _limit_s
-    deadline = time.monotonic() + limit
+    ours = f"application_name={APPLICATION_NAME}" in connection.dsn
+    deadline = time.monotonic() + limit if ours else float("inf")
     while True:
         state = connection.poll()
         if state == psycopg2.extensions.POLL_OK:
@@ -85,9 +90,10 @@ def _wait_with_deadline(connection: Any) -> None:
             raise psycopg2.OperationalError(
                 f"no answer within {limit:g} s ({what}): a hung server or network"
             )
+        wait = None if left == float("inf") else left
         if state == psycopg2.extensions.POLL_READ:
-            select.select([connection.fileno()], [], [], left)
+            select.select([connection.fileno()], [], [], wait)
         elif state == psycopg2.extensions.POLL_WRITE:
-            select.select([], [connection.fileno()], [], left)
+            select.select([], [connection.fileno()], [], wait)
         else:
             raise psycopg2.OperationalError(f"unexpected state from the connection: {state}")
