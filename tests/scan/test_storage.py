@@ -47,6 +47,7 @@ from hyperscan.scan.storage import (
     redact,
     resolve_url,
     study_names,
+    transient_error,
 )
 from hyperscan.scan.storage._errors import CAUSES
 
@@ -593,6 +594,25 @@ ONE_PER_CAUSE = [
     ),
     (ValueError("invalid literal for int() with base 10: 'x1'"), "the port 'x1' is not a number"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("message", "passes"),
+    [
+        ('FATAL:  too many connections for role "bob"', True),
+        ("FATAL:  sorry, too many clients already", True),
+        ("server closed the connection unexpectedly", True),
+        ('connection to server at "db", port 5432 failed: Connection refused', True),
+        ("no answer within 60 s (to a statement): a hung server or network", True),
+        ('FATAL:  password authentication failed for user "bob"', False),
+        ('FATAL:  database "scans" does not exist', False),
+        ('could not translate host name "dbb" to address: Name or service not known', False),
+    ],
+)
+def test_an_outage_or_a_full_connection_limit_is_waited_out_a_wrong_setting_is_not(message, passes):
+    """A worker starting in a burst (a role's CONNECTION LIMIT reached) or during a restart
+    tries again; a wrong password, database or host name would fail the same way each time."""
+    assert transient_error(optuna_wrapped(psycopg2.OperationalError(message))) is passes
 
 
 def test_every_cause_of_the_table_is_told():
