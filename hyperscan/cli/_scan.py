@@ -123,7 +123,11 @@ def worker(
         with user_errors():
             # An unknown study fails here, in a second, not after TensorFlow's import.
             handle = open_study(
-                name, storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
+                name,
+                storage,
+                heartbeat_interval=heartbeat_interval,
+                grace_period=grace_period,
+                wait=True,
             )
         if threads is None:  # the study's runcard may pin them (training.threads)
             threads = handle.runcard.fit.training.threads

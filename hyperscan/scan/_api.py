@@ -59,6 +59,7 @@ from hyperscan.scan.storage import (
     open_storage,
     redact,
     resolve_url,
+    retrying,
     storage_file,
     study_storage,
 )
@@ -254,14 +255,27 @@ def open_study(
     *,
     grace_period: int = GRACE_PERIOD,
     heartbeat_interval: int | None = None,
+    wait: bool = False,
 ) -> Study:
     """Open a study that hyperscan created. ``grace_period``: the workers' (a running trial
     without a heartbeat for it is lost); ``heartbeat_interval``: this process's, if it runs a
-    worker (default: a tenth of the grace period, at most a minute)."""
+    worker (default: a tenth of the grace period, at most a minute).
+
+    ``wait`` (a worker starting): a storage that does not answer (a restart, a connection
+    limit reached by a burst of starts) is tried again on the schedule of a running worker,
+    with a line in the log per try; a wrong setting (password, host name) fails at once."""
     if heartbeat_interval is None:
         heartbeat_interval = max(1, min(HEARTBEAT_INTERVAL, grace_period // 10))
-    handle = open_storage(storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period)
-    return Study(_open_study(handle, name), handle, resolve_url(storage))
+
+    def opened() -> Study:
+        handle = open_storage(
+            storage, heartbeat_interval=heartbeat_interval, grace_period=grace_period
+        )
+        return Study(_open_study(handle, name), handle, resolve_url(storage))
+
+    if not wait:
+        return opened()
+    return retrying(opened, "worker start-up", resolve_url(storage))
 
 
 def list_studies(storage: str | None = None) -> list[StudySummary]:

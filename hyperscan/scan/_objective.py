@@ -32,7 +32,7 @@ from hyperscan.scan._trial_attrs import (
     WORKER_ATTR,
     worker_id,
 )
-from hyperscan.scan.storage import trial_id
+from hyperscan.scan.storage import record_with_retries, trial_id
 
 
 class WorkerStopping(Exception):
@@ -84,21 +84,32 @@ class Objective:
             trial.study.enqueue_trial(params, user_attrs={RETRY_OF_ATTR: trial.number})
             trial.set_user_attr(REQUEUED_ATTR, True)
             raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
-        self._record(trial, result)
+        attrs = self._attrs(result)
         reason = self._trash_reason(result)
+        value = None
+        if reason is None and not monitor.pruned:
+            value = trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
+            if not np.isfinite(value):
+                # Optuna would record a non-finite value as FAIL, which TPE ignores.
+                reason = f"non-finite trial value ({value}); member status: {result.status}"
+                value = None
         if reason is not None:
-            trial.set_user_attr(TRASHED_ATTR, reason)
+            attrs[TRASHED_ATTR] = reason
+        # Hours of fit are not thrown away for seconds of outage: the result waits on disk,
+        # and its writes are retried, until the database takes them.
+        record_with_retries(
+            trial,
+            {"study": trial.study.study_name, "number": trial.number, "params": params}
+            | {"value": value, "user_attrs": attrs},
+        )
+        for key, attr in attrs.items():  # a handful of writes
+            trial.set_user_attr(key, attr)
+        if reason is not None:
             # PRUNED, not FAIL: TPE ignores failed trials but ranks pruned ones below every
             # complete trial, so it learns to avoid the diverging region.
             raise optuna.TrialPruned(f"trashed: {reason}")
-        if monitor.pruned:
+        if value is None:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
-        value = trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
-        if not np.isfinite(value):
-            # Optuna would record a non-finite value as FAIL, which TPE ignores.
-            reason = f"non-finite trial value ({value}); member status: {result.status}"
-            trial.set_user_attr(TRASHED_ATTR, reason)
-            raise optuna.TrialPruned(f"trashed: {reason}")
         return value
 
     def _chi2(self, result: FitResult) -> np.ndarray:
@@ -123,41 +134,34 @@ class Objective:
             )
         return None
 
-    def _record(self, trial: optuna.Trial, result: FitResult) -> None:
-        """A handful of user attributes (each one a storage write)."""
+    def _attrs(self, result: FitResult) -> dict:
+        """The fit's user attributes, by name."""
         objective = self.runcard.scan.objective
         chi2 = self._chi2(result)
-        trial.set_user_attr("statistics", all_statistics(chi2, self.folds, objective))
-        trial.set_user_attr(
-            "replicas",
-            {name: summary(values) for name, values in result.chi2_per_point.items()},
-        )
+        attrs = {
+            "statistics": all_statistics(chi2, self.folds, objective),
+            "replicas": {name: summary(values) for name, values in result.chi2_per_point.items()},
+        }
         if self.runcard.scan.folds:
-            trial.set_user_attr(
-                "folds",
-                {
-                    str(k): summary(chi2[self.folds == k])
-                    for k in range(len(self.runcard.scan.folds))
-                },
-            )
-        trial.set_user_attr("ensemble", self._ensemble(result))
-        trial.set_user_attr(
-            "fit",
-            {
-                "members": result.n_members,
-                "diverged": result.count(DIVERGED_STATUS),
-                "pos_veto": result.count(POSITIVITY_VETO),
-                # starts past divergence.max_loss that were redrawn (fit/_fit.py usable_starts)
-                "redrawn_starts": int(result.redraws.sum()) if result.redraws is not None else 0,
-                # Quantiles, not the list: the dashboard cuts attributes at 1,024 characters.
-                "best_epoch": summary(result.best_epoch[result.best_epoch >= 0]),
-                "steps": result.steps,
-                "seconds": round(result.seconds, 2),
-                "host": socket.gethostname(),
-                "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
-                "hyperscan": __version__,
-            },
-        )
+            attrs["folds"] = {
+                str(k): summary(chi2[self.folds == k]) for k in range(len(self.runcard.scan.folds))
+            }
+        attrs["ensemble"] = self._ensemble(result)
+        attrs["fit"] = {
+            "members": result.n_members,
+            "diverged": result.count(DIVERGED_STATUS),
+            "pos_veto": result.count(POSITIVITY_VETO),
+            # starts past divergence.max_loss that were redrawn (fit/_fit.py usable_starts)
+            "redrawn_starts": int(result.redraws.sum()) if result.redraws is not None else 0,
+            # Quantiles, not the list: the dashboard cuts attributes at 1,024 characters.
+            "best_epoch": summary(result.best_epoch[result.best_epoch >= 0]),
+            "steps": result.steps,
+            "seconds": round(result.seconds, 2),
+            "host": socket.gethostname(),
+            "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
+            "hyperscan": __version__,
+        }
+        return attrs
 
     def _ensemble(self, result: FitResult) -> dict:
         """n3fit's hyperopt metrics of each fold's ensemble, on the points the fold scores: its

@@ -24,21 +24,21 @@ from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_p
 from hyperscan.scan._trial_attrs import requeued as was_requeued
 from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
+    STORAGE_RETRY_WAITS,
+    BudgetSpent,
     describe_error,
     explained_storage_errors,
     fail_stale_trials,
+    gate_takes,
     load_study,
     requeue_cut_short,
+    retrying,
     storage_url,
     transient_error,
     trial_log,
 )
 
 _logger = logging.getLogger(__name__)
-
-#: Waits (s) after each consecutive storage error (a database restart, a dropped connection)
-#: before a worker gives up: about five minutes in all.
-STORAGE_RETRY_WAITS = (5, 10, 20, 40, 60, 60, 60, 60)
 
 
 def make_sampler(runcard: ScanRuncard, salt: int | tuple[int, ...]) -> optuna.samplers.BaseSampler:
@@ -135,17 +135,30 @@ def run_worker(
     by default, the process id.
     """
     deadline = None if stop_after is None else time.monotonic() + stop_after
+    url = storage_url(storage)
     with explained_storage_errors(storage):
-        setup = setup if setup is not None else open_study(storage, study_name)
+        if setup is None:
+            setup = retrying(
+                lambda: open_study(storage, study_name),
+                "worker start-up",
+                url,
+                waits=STORAGE_RETRY_WAITS,
+            )
         problem = study_problem(setup)
         runcard = setup.runcard
-        study = load_study(storage, study_name, pruner=make_pruner(runcard))
-        # Its trials read through this study, whose cache the worker keeps: on PostgreSQL, a
-        # study of thousands of trials takes seconds to load.
-        study.sampler = make_sampler(runcard, _salt(study, sampler_salt))
+
+        def start() -> tuple[optuna.Study, int]:
+            study = load_study(storage, study_name, pruner=make_pruner(runcard))
+            # Its trials read through this study, whose cache the worker keeps: on PostgreSQL,
+            # a study of thousands of trials takes seconds to load.
+            study.sampler = make_sampler(runcard, _salt(study, sampler_salt))
+            finished = finished_trials(study)  # failing stale trials does not change it
+            fail_stale_trials(study, requeue=finished < runcard.scan.trials)
+            return study, finished
+
+        # A burst of workers (a SLURM array) may meet a full connection limit or a restart.
+        study, finished = retrying(start, "worker start-up", url, waits=STORAGE_RETRY_WAITS)
         budget = runcard.scan.trials
-        finished = finished_trials(study)  # failing stale trials does not change it
-        fail_stale_trials(study, requeue=finished < budget)
     if finished >= budget:
         return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
 
@@ -190,8 +203,15 @@ def run_worker(
         if stop.is_set() or out_of_walltime():
             study.stop()
 
+    def room_for_one(taken: int) -> bool:
+        # Asked as a trial is taken, under the storage's lock: finished and running trials
+        # count, so parallel workers stop at the budget, not past it.
+        return taken < (stored_budget(study) or budget)
+
     started = time.monotonic()
-    with stop_on_signals(stop), _quiet_stops():
+    spent = False  # the gate refused a trial: the budget is taken
+    gate_takes(study, room_for_one)
+    with stop_on_signals(stop), _quiet_stops(), _gate_removed(study):
         while not stop.is_set():
             try:
                 study.optimize(
@@ -202,6 +222,9 @@ def run_worker(
                     callbacks=[within_budget, after_trial],
                     gc_after_trial=True,
                 )
+                break
+            except BudgetSpent:
+                spent = True
                 break
             except (UpdateFinishedTrialError, ValueError) as error:
                 # Another worker failed this trial as stale (its heartbeat came late, e.g. on
@@ -223,7 +246,7 @@ def run_worker(
                 # after the grace period), and go on.
                 if not transient_error(error):
                     raise
-                cause = describe_error(error, storage_url(storage))
+                cause = describe_error(error, url)
                 if storage_errors == len(STORAGE_RETRY_WAITS):
                     raise cause from error
                 wait = STORAGE_RETRY_WAITS[storage_errors]
@@ -235,7 +258,17 @@ def run_worker(
                         requeue_cut_short(study, objective.last_trial_id)
                         objective.last_trial_id = None
     with explained_storage_errors(storage):
-        return _report(done, stop.is_set(), study, budget, walltime, requeued)
+        return _report(done, stop.is_set(), study, budget, walltime, requeued, spent)
+
+
+@contextmanager
+def _gate_removed(study: optuna.Study) -> Iterator[None]:
+    """The budget's gate on the study's storage until the worker's loop ends (the storage may
+    serve another study after it)."""
+    try:
+        yield
+    finally:
+        gate_takes(study, None)
 
 
 @contextmanager
@@ -283,11 +316,12 @@ def _report(
     budget: int,
     walltime: dict,
     requeued: int = 0,
+    spent: bool = False,
 ) -> WorkerReport:
     return WorkerReport(
         done,
         stopped_by_signal=signalled,
-        budget_reached=finished_trials(study) >= budget,
+        budget_reached=spent or finished_trials(study) >= budget,
         walltime_reached=bool(walltime),
         expected_trial_s=walltime.get("expected"),
         seconds_left=walltime.get("left"),

@@ -24,6 +24,7 @@ from typing import Any
 
 import optuna
 import psycopg2
+import psycopg2.errors
 import pytest
 import sqlalchemy
 from _waiting import wait_for
@@ -46,6 +47,7 @@ from hyperscan.scan.storage import (
     redact,
     resolve_url,
     study_names,
+    transient_error,
 )
 from hyperscan.scan.storage._errors import CAUSES
 
@@ -570,6 +572,14 @@ ONE_PER_CAUSE = [
         psycopg2.OperationalError('could not translate host name "db" to address'),
         "unknown host in db:5432",
     ),
+    (
+        psycopg2.OperationalError("no answer within 60 s (to a statement): a hung server"),
+        "db:5432 gave no answer within 60 s (to a statement: a hung server or network",
+    ),
+    (
+        psycopg2.errors.QueryCanceled("canceling statement due to statement timeout"),
+        "db:5432 did not finish a statement within $HYPERSCAN_DB_TIMEOUT",
+    ),
     (psycopg2.OperationalError("timeout expired"), "db:5432 is unreachable (no answer within 5 s)"),
     (psycopg2.errors.UndefinedTable('relation "studies" does not exist'), "no hyperscan/Optuna"),
     (
@@ -584,6 +594,25 @@ ONE_PER_CAUSE = [
     ),
     (ValueError("invalid literal for int() with base 10: 'x1'"), "the port 'x1' is not a number"),
 ]
+
+
+@pytest.mark.parametrize(
+    ("message", "passes"),
+    [
+        ('FATAL:  too many connections for role "bob"', True),
+        ("FATAL:  sorry, too many clients already", True),
+        ("server closed the connection unexpectedly", True),
+        ('connection to server at "db", port 5432 failed: Connection refused', True),
+        ("no answer within 60 s (to a statement): a hung server or network", True),
+        ('FATAL:  password authentication failed for user "bob"', False),
+        ('FATAL:  database "scans" does not exist', False),
+        ('could not translate host name "dbb" to address: Name or service not known', False),
+    ],
+)
+def test_an_outage_or_a_full_connection_limit_is_waited_out_a_wrong_setting_is_not(message, passes):
+    """A worker starting in a burst (a role's CONNECTION LIMIT reached) or during a restart
+    tries again; a wrong password, database or host name would fail the same way each time."""
+    assert transient_error(optuna_wrapped(psycopg2.OperationalError(message))) is passes
 
 
 def test_every_cause_of_the_table_is_told():

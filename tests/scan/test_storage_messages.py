@@ -16,7 +16,7 @@ from _service import TINY_SCAN, assert_clean_failure, cli, create, write_card
 from optuna.exceptions import StorageInternalError
 
 from hyperscan.scan import open_storage
-from hyperscan.scan.storage import load_study, redact, resolve_url
+from hyperscan.scan.storage import _retry, load_study, redact, resolve_url
 
 COMMANDS = {
     "study create": ["study", "create", "{runcard}"],
@@ -43,6 +43,8 @@ def test_wrong_storage_url(command, tmp_path, monkeypatch):
     from hyperscan.cli._tensorflow import configure_tensorflow
 
     configure_tensorflow()  # TensorFlow's start-up is not what is timed below
+    if command == "worker":  # a starting worker waits out a refusal (a restarting server)
+        monkeypatch.setattr(_retry, "STORAGE_RETRY_WAITS", (0.1,))
 
     message = assert_clean_failure(cli(*command_line(command, runcard, output, "mysql://u@h/db")))
     assert "unsupported storage URL scheme 'mysql'" in message

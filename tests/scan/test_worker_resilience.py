@@ -189,9 +189,12 @@ def _dropped_connection() -> StorageInternalError:
             return error
 
 
-def test_a_storage_outage_as_a_worker_starts_is_a_message(tmp_path, monkeypatch):
-    """Before its first trial (while TensorFlow loads, seconds) a worker has no trial to
-    re-queue: a dropped connection ends it with the driver's cause, not Optuna's traceback."""
+def test_a_storage_outage_as_a_worker_starts_is_waited_out_then_a_message(
+    tmp_path, monkeypatch, caplog
+):
+    """Before its first trial a worker has no trial to re-queue: a dropped connection is tried
+    again on the retry schedule, with a line per try, then ends it with the driver's cause, not
+    Optuna's traceback."""
     create_study(
         scan_runcard_from_dict(TINY_SCAN), _storage(tmp_path / "s.journal", create=True), "o"
     )
@@ -201,8 +204,12 @@ def test_a_storage_outage_as_a_worker_starts_is_a_message(tmp_path, monkeypatch)
         raise _dropped_connection()
 
     monkeypatch.setattr(storage, "get_all_trials", gone)
-    with pytest.raises(StorageError) as info:
+    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (0.1, 0.1))
+    with caplog.at_level(logging.WARNING), pytest.raises(StorageError) as info:
         run_worker("o", storage)
+    retries = [line for line in caplog.messages if line.startswith("worker start-up: ")]
+    assert len(retries) == 2, caplog.messages
+    assert all("server closed the connection unexpectedly" in line for line in retries)
     assert "server closed the connection unexpectedly" in str(info.value)
     assert "invalid data in the commit" not in str(info.value)
 

@@ -15,8 +15,9 @@ connection into a StorageError.
 
 Laid out as Optuna's ``storages``: URLs (``_url``, ``_redact``), the translation of errors
 (``_errors``, a table of causes), the journal (``_journal``, its lock ``_lock``, reading a
-damaged one ``_salvage``), databases (``_rdb``), trials
-whose worker is lost (``_stale``). It is the only part of hyperscan that touches Optuna's
+damaged one ``_salvage``), databases (``_rdb``), trials whose worker is lost (``_stale``),
+retries through an outage (``_retry``), exact budgets (``_take``). It is the only part of
+hyperscan that touches Optuna's
 internals; what the rest needs of them, ``_internals`` gives under public names.
 """
 
@@ -37,8 +38,15 @@ from hyperscan.scan.storage._internals import study_storage, trial_id, trial_log
 from hyperscan.scan.storage._journal import HeartbeatJournalStorage
 from hyperscan.scan.storage._open import load_study, open_storage, study_names
 from hyperscan.scan.storage._redact import redact
+from hyperscan.scan.storage._retry import (
+    STORAGE_RETRY_WAITS,
+    record_with_retries,
+    results_folder,
+    retrying,
+)
 from hyperscan.scan.storage._salvage import Salvage, salvage_journal
 from hyperscan.scan.storage._stale import fail_stale_trials, requeue_cut_short, stale_trial_ids
+from hyperscan.scan.storage._take import BudgetSpent, TakeGate, gate_takes
 from hyperscan.scan.storage._url import journal_path, resolve_url, storage_file, storage_url
 
 __all__ = [
@@ -46,20 +54,27 @@ __all__ = [
     "DEFAULT_STORAGE",
     "JOURNAL_PREFIX",
     "STORAGE_ENV",
+    "STORAGE_RETRY_WAITS",
+    "BudgetSpent",
     "HeartbeatJournalStorage",
     "NoSchemaError",
     "Salvage",
     "StorageError",
+    "TakeGate",
     "describe_error",
     "errors_described",
     "explained_storage_errors",
     "fail_stale_trials",
+    "gate_takes",
     "journal_path",
     "load_study",
     "open_storage",
+    "record_with_retries",
     "redact",
     "requeue_cut_short",
     "resolve_url",
+    "results_folder",
+    "retrying",
     "salvage_journal",
     "stale_trial_ids",
     "storage_file",

@@ -32,6 +32,9 @@ class Cause:
     pattern: str
     message: str
     error: type[StorageError] = StorageError
+    #: False for a mistake in the settings, which waiting does not mend (a wrong password or
+    #: host name): a worker starting up waits out the others, not these.
+    passes: bool = True
 
 
 CAUSES = (
@@ -43,7 +46,7 @@ CAUSES = (
     Cause(
         "too many clients|remaining connection slots are reserved",
         "the PostgreSQL server at {host} has no free connection slots (max_connections "
-        "reached): each worker holds about 2 connections; raise max_connections, run fewer "
+        "reached): each worker holds 2 to 3 connections; raise max_connections, run fewer "
         "workers, or put PgBouncer in front",
     ),
     Cause(
@@ -54,23 +57,28 @@ CAUSES = (
     Cause(
         r'password authentication failed for user "(?P<user>[^"]*)"',
         "password authentication failed for user {user!r} at {host}",
+        passes=False,
     ),
     Cause(
         "password authentication failed|no password supplied",
         "password authentication failed at {host}",
+        passes=False,
     ),
     Cause(
         r'database "(?P<database>[^"]+)" does not exist',
         "database {database!r} does not exist on {host}: create it "
         "(createdb {database}) or fix the URL",
+        passes=False,
     ),
     Cause(
         r'role "(?P<role>[^"]+)" does not exist',
         "user (role) {role!r} does not exist on {host}",
+        passes=False,
     ),
     Cause(
         "no pg_hba.conf entry",
         "{host} does not accept this user/database from this machine (pg_hba.conf)",
+        passes=False,
     ),
     Cause(
         "connection refused",
@@ -81,6 +89,17 @@ CAUSES = (
         "could not translate host name|name or service not known"
         "|temporary failure in name resolution",
         "unknown host in {host}: the name does not resolve",
+        passes=False,
+    ),
+    Cause(
+        r"no answer within (?P<seconds>[\d.]+) s \((?P<what>[^)]*)\)",
+        "{host} gave no answer within {seconds} s ({what}: a hung server or network; the "
+        "limit is $HYPERSCAN_DB_TIMEOUT)",
+    ),
+    Cause(
+        "canceling statement due to statement timeout",
+        "{host} did not finish a statement within $HYPERSCAN_DB_TIMEOUT (its "
+        "statement_timeout): an overloaded or locked server",
     ),
     Cause(
         "timeout expired|timed out|no route to host|network is unreachable",
@@ -94,6 +113,7 @@ CAUSES = (
     Cause(
         r"(?P<privilege>permission denied for [^\n]*)",
         "the database user lacks a privilege: {privilege}",
+        passes=False,
     ),
     Cause(
         "unable to open database file",
@@ -148,7 +168,20 @@ def transient_error(exc: BaseException) -> bool:
     """Whether ``exc`` comes from the database or its connection going away (a restart, a
     dropped connection): worth waiting and trying again, unlike a mistake in what was sent."""
     transient = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
-    return any(isinstance(e, transient) for e in _chain(exc))
+    chain = _chain(exc)
+    if not any(isinstance(e, transient) for e in chain):
+        return False
+    cause = _cause(_evidence(chain))
+    return cause is None or cause[0].passes
+
+
+def _cause(evidence: str) -> tuple[Cause, re.Match[str]] | None:
+    """The first of :data:`CAUSES` found in ``evidence``, with its match."""
+    for cause in CAUSES:
+        match = re.search(cause.pattern, evidence, flags=re.IGNORECASE)
+        if match is not None:
+            return cause, match
+    return None
 
 
 @contextmanager
@@ -223,10 +256,9 @@ def describe_error(exc: BaseException, url: str) -> StorageError:
             message = OS_CAUSES.get(item.errno) if item.errno is not None else None
             if message is not None:
                 return StorageError(message.format(where=item.filename or "the storage file"), url)
-    evidence = _evidence(chain)
-    for cause in CAUSES:
-        match = re.search(cause.pattern, evidence, flags=re.IGNORECASE)
-        if match is not None:
-            return cause.error(cause.message.format(host=_host(url), **match.groupdict()), url)
+    found = _cause(_evidence(chain))
+    if found is not None:
+        cause, match = found
+        return cause.error(cause.message.format(host=_host(url), **match.groupdict()), url)
     root = _root(chain)
     return StorageError(f"{type(root).__name__}: {_first_line(root)}", url)

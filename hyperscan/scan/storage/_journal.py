@@ -4,30 +4,33 @@ storages, and refused when the file is not a journal or its last record was cut 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
 import time
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from optuna.storages import JournalStorage
 from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan.storage._constants import SCHEMA_HINT, STORAGE_ENV
 from hyperscan.scan.storage._exceptions import StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallback, check_heartbeat
 from hyperscan.scan.storage._lock import JournalFlock
 from hyperscan.scan.storage._salvage import SkippedLine, first_damage
+from hyperscan.scan.storage._take import TAKEN, GatedTakes
 from hyperscan.scan.storage._url import journal_path, journal_url
 
 HEARTBEAT_SUFFIX = ".heartbeats"
+TAKE_LOCK_SUFFIX = ".take.lock"
 
 
-class HeartbeatJournalStorage(NamedHeartbeats, JournalStorage, BaseHeartbeat):
+class HeartbeatJournalStorage(GatedTakes, NamedHeartbeats, JournalStorage, BaseHeartbeat):
     """Optuna's journal file storage with the heartbeat Optuna only gives RDB storages.
 
     A heartbeat is the mtime of ``<journal>.heartbeats/<trial_id>``, refreshed by the thread
@@ -102,6 +105,24 @@ class HeartbeatJournalStorage(NamedHeartbeats, JournalStorage, BaseHeartbeat):
             if now - beat > self._grace_period:
                 stale.append(trial._trial_id)
         return stale
+
+    @contextmanager
+    def _taken(self, study_id: int) -> Iterator[int]:
+        """An flock on ``<journal>.take.lock`` (the OS drops it with a dead worker), held while
+        the trials are counted and one is taken (see :class:`GatedTakes`)."""
+        with open(self._path + TAKE_LOCK_SUFFIX, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield len(self.get_all_trials(study_id, deepcopy=False, states=TAKEN))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def create_new_trial(self, study_id: int, template_trial: FrozenTrial | None = None) -> int:
+        """As Optuna's; a new trial of Optuna's ``ask`` (no template) is taken under the gate."""
+        create = super().create_new_trial
+        if template_trial is not None:
+            return create(study_id, template_trial)
+        return self._take(study_id, lambda: create(study_id, template_trial))
 
     def get_heartbeat_interval(self) -> int:
         return self._heartbeat_interval

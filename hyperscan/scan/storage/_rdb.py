@@ -12,24 +12,62 @@ from typing import Any
 
 import sqlalchemy
 from optuna.storages import RDBStorage
+from optuna.trial import FrozenTrial
 
 from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S, NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
 from hyperscan.scan.storage._errors import describe_error
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
+from hyperscan.scan.storage._retry import RecordingRetries
+from hyperscan.scan.storage._take import TAKEN, GatedTakes
+from hyperscan.scan.storage._timeout import (
+    APPLICATION_NAME,
+    database_timeout,
+    limit_waits,
+    timeout_connect_args,
+)
 
-# Any constant works; it only has to be the same for every hyperscan process.
+# Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
+_TAKE_LOCK_KEY = 0x74616B65  # "take", with the study's id as the second key
 
 
-class _RDBStorage(NamedHeartbeats, RDBStorage):
-    """RDBStorage whose heartbeat thread survives a transient database error.
+class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
+    """RDBStorage whose heartbeat thread survives a transient database error, whose finished
+    trials wait out an outage (:class:`RecordingRetries`), and whose takes keep the budget
+    (:class:`GatedTakes`).
 
     Optuna's thread dies on the first failed heartbeat write (a server restart, a dropped
     connection), after which the live trial is failed as stale by the other workers.
     """
 
     _hyperscan_url: str
+
+    @contextmanager
+    def _taken(self, study_id: int) -> Iterator[int]:
+        """On PostgreSQL, a transaction-level advisory lock per study, held while the trials
+        are counted and one is created (its commit comes first, on another connection); it
+        goes with the transaction if the worker dies."""
+        states = [state.name for state in TAKEN]
+        count = sqlalchemy.text(
+            "SELECT count(*) FROM trials WHERE study_id = :study AND state IN :states"
+        ).bindparams(sqlalchemy.bindparam("states", expanding=True))
+        with self.engine.connect() as connection, connection.begin():
+            if connection.dialect.name == "postgresql":
+                connection.execute(
+                    sqlalchemy.text("SELECT pg_advisory_xact_lock(:key, :study)"),
+                    {"key": _TAKE_LOCK_KEY, "study": study_id},
+                )
+            yield connection.execute(count, {"study": study_id, "states": states}).scalar_one()
+
+    def _create_new_trial(
+        self, study_id: int, template_trial: FrozenTrial | None = None
+    ) -> FrozenTrial:
+        # Optuna's ask creates a trial without a template; enqueue_trial (a retry) with one.
+        create = super()._create_new_trial
+        if template_trial is not None:
+            return create(study_id, template_trial)
+        return self._take(study_id, lambda: create(study_id, template_trial))
 
     def record_heartbeat(self, trial_id: int) -> None:
         try:
@@ -49,14 +87,10 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
             "max_overflow": 2,
             "connect_args": {
                 "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": "hyperscan",
-                # A server or link that vanishes without closing the connection ends a wait
-                # on it after ~1 min instead of leaving the worker blocked for hours.
-                "keepalives": 1,
-                "keepalives_idle": 30,
-                "keepalives_interval": 10,
-                "keepalives_count": 3,
-                "tcp_user_timeout": 60_000,
+                "application_name": APPLICATION_NAME,
+                # A server or link that hangs ends a wait on it after $HYPERSCAN_DB_TIMEOUT
+                # instead of leaving the worker blocked for hours.
+                **timeout_connect_args(database_timeout()),
             },
         }
     return {"pool_pre_ping": True}
@@ -108,6 +142,8 @@ def open_rdb(
     """The database of a canonical SQLAlchemy URL (see :func:`open_storage`)."""
     check_heartbeat(heartbeat_interval, grace_period)
     engine_kwargs = _engine_kwargs(url)
+    if url.startswith(PG_PREFIX):
+        limit_waits(database_timeout())
     try:
         with _schema_guard(url, engine_kwargs.get("connect_args", {}), create):
             storage = _RDBStorage(

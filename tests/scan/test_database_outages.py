@@ -1,0 +1,148 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Database outages on the real storage (issue 42): PostgreSQL behind a loopback proxy that the
+test cuts or freezes; budgets kept exactly by parallel worker processes on both storages."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+from _proxy import proxy_to
+from _service import PARALLEL, by_state, create, scan_card, trials_of, write_card
+from optuna.trial import TrialState
+
+from hyperscan.runcard import scan_runcard_from_dict
+from hyperscan.scan import _objective, open_storage
+from hyperscan.scan._study import create_study
+from hyperscan.scan._worker import run_worker
+from hyperscan.scan.storage import _retry, results_folder
+from hyperscan.scan.storage._timeout import TIMEOUT_ENV
+
+
+def _one_trial_with_a_fault(
+    monkeypatch, postgres_url, fault, **worker_env: str
+) -> tuple[list, list]:
+    """Run a worker (with ``worker_env`` set) on a one-trial study through a proxy;
+    ``fault(proxy)`` is called as the fit returns, before its first write. Returns the fits'
+    values and the study's trials."""
+    values: list[float] = []
+    value_of = _objective.trial_value
+    fits = []
+    fit = _objective.run_fit
+
+    def fit_then_fault(*args, **kwargs):
+        result = fit(*args, **kwargs)
+        fits.append(result)
+        fault(proxy)
+        return result
+
+    def noted(*args, **kwargs):
+        value = value_of(*args, **kwargs)
+        if fits:  # the trial's value, not a report during its fit
+            values.append(value)
+        return value
+
+    monkeypatch.setattr(_objective, "run_fit", fit_then_fault)
+    monkeypatch.setattr(_objective, "trial_value", noted)
+    with proxy_to(postgres_url) as proxy:
+        url = proxy.url(postgres_url)
+        card = scan_runcard_from_dict(scan_card(scan={"trials": 1}))
+        create_study(card, open_storage(url, create=True), "outage")
+        for name, value in worker_env.items():
+            monkeypatch.setenv(name, value)
+        report = run_worker("outage", open_storage(url, heartbeat_interval=1, grace_period=600))
+    assert report.trials == 1 and report.budget_reached
+    assert len(fits) == 1, "the trial was fitted again"
+    return values, trials_of(postgres_url, "outage")
+
+
+@pytest.mark.parametrize("seconds", [10, 90])
+def test_a_finished_fit_survives_a_database_outage_at_its_first_write(
+    postgres_url, tmp_path, monkeypatch, caplog, seconds
+):
+    """The connection is cut as the fit ends, for 10 s and for 90 s: the result waits on disk
+    and its writes are retried; the trial ends COMPLETE with the fit's value, fitted once."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    kept = _KeptResults()
+    logging.getLogger(_retry.__name__).addHandler(kept)
+    try:
+        with caplog.at_level(logging.WARNING):
+            values, trials = _one_trial_with_a_fault(
+                monkeypatch, postgres_url, lambda proxy: proxy.cut(seconds)
+            )
+    finally:
+        logging.getLogger(_retry.__name__).removeHandler(kept)
+    [trial] = trials
+    assert trial.state == TrialState.COMPLETE and trial.value == values[-1]
+    assert trial.user_attrs["fit"]["steps"] > 0
+    retries = [m for m in caplog.messages if m.startswith("recording trial 0 (")]
+    assert retries and all("trying again in" in m for m in retries), caplog.messages
+    assert sum(int(m.rsplit(" ", 2)[-2]) for m in retries) >= seconds
+    # While the database was away the result was on disk, with the fit's value.
+    assert kept.files and all(len(files) == 1 for files in kept.files)
+    saved = json.loads(kept.files[0][0])
+    assert saved["value"] == values[-1] and saved["user_attrs"]["fit"] == trial.user_attrs["fit"]
+    assert not list(results_folder().glob("*")), "the result stayed on disk once recorded"
+
+
+class _KeptResults(logging.Handler):
+    """The results kept on disk as each retry is told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files: list[list[str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.files.append([path.read_text() for path in results_folder().glob("*.json")])
+
+
+def test_a_frozen_connection_becomes_a_retry_within_the_timeout(
+    postgres_url, tmp_path, monkeypatch, caplog
+):
+    """The proxy stops forwarding (connections open, no answer) for 12 s as the fit ends: the
+    write gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is
+    recorded once the proxy forwards again."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with caplog.at_level(logging.WARNING):
+        values, trials = _one_trial_with_a_fault(
+            monkeypatch, postgres_url, lambda proxy: proxy.freeze(12), **{TIMEOUT_ENV: "2"}
+        )
+    [trial] = trials
+    assert trial.state == TrialState.COMPLETE and trial.value == values[-1]
+    retries = [m for m in caplog.messages if m.startswith("recording trial 0 (")]
+    assert retries and "gave no answer within 2 s" in retries[0], caplog.messages
+
+
+def test_a_worker_waits_for_a_database_that_refuses_it_at_start_up(postgres_url, tmp_path, workers):
+    """The database refuses connections as a worker starts (a restart, a full connection
+    limit): the worker says so, tries again, and runs its trial once it is let in."""
+    name = f"start-{tmp_path.name[-12:]}"
+    with proxy_to(postgres_url) as proxy:
+        url = proxy.url(postgres_url)
+        create(write_card(tmp_path / "scan.yaml", scan_card(scan={"trials": 1})), url, name)
+        proxy.cut(600)
+        worker = workers(url, name)
+        deadline = time.monotonic() + 60
+        while "worker start-up: " not in worker.err.read_text():
+            worker.check_alive()
+            assert time.monotonic() < deadline, worker.logs()
+            time.sleep(0.2)
+        proxy.reopen()
+        assert worker.wait(timeout=180) == 0, worker.logs()
+    assert "trying again in 5 s" in worker.err.read_text()
+    assert [t.state for t in trials_of(postgres_url, name)] == [TrialState.COMPLETE]
+
+
+def test_parallel_workers_finish_exactly_the_budget(url, tmp_path, workers):
+    """Six workers on a budget of 9 short trials: trials in flight count toward the budget as
+    a trial is taken, so exactly 9 finish (without, each worker that saw 8 finished took one)."""
+    name = f"budget-{tmp_path.name[-12:]}"
+    create(write_card(tmp_path / "scan.yaml", scan_card(scan={"trials": 9})), url, name)
+    started = [workers(url, name, **PARALLEL) for _ in range(6)]
+    for worker in started:
+        assert worker.wait(timeout=600) == 0, worker.logs()
+    trials = trials_of(url, name)
+    assert len(by_state(trials, TrialState.COMPLETE, TrialState.PRUNED)) == 9
+    assert len(trials) == 9, [(t.number, t.state.name) for t in trials]
