@@ -22,9 +22,11 @@ from hyperscan.fit import (
     run_fit,
 )
 from hyperscan.model import HELD_OUT, VALIDATION
-from hyperscan.runcard import RuncardError, ScanRuncard
-from hyperscan.scan._ensemble_metrics import fold_record
-from hyperscan.scan._statistics import all_statistics, summary, trial_value
+from hyperscan.runcard import PENALTIES, RuncardError, ScanRuncard
+from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
+from hyperscan.scan._n3fit_loss import fold_loss, n3fit_value
+from hyperscan.scan._penalties import all_penalties
+from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._trial_attrs import (
     REQUEUED_ATTR,
     RETRY_OF_ATTR,
@@ -58,6 +60,9 @@ class Objective:
         self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
         self.last_trial_id: int | None = None
+        # The running trial's ensemble records and penalties, which its value may use.
+        self._records: dict = {}
+        self._penalties: dict[str, np.ndarray] = {}
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
@@ -93,13 +98,58 @@ class Objective:
             raise optuna.TrialPruned(f"trashed: {reason}")
         if monitor.pruned:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
-        value = trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
+        losses, value = self._fold_losses(result)
+        reason = self._over_threshold(losses)
+        if reason is not None:
+            trial.set_user_attr(TRASHED_ATTR, reason)
+            raise optuna.TrialPruned(f"trashed: {reason}")
         if not np.isfinite(value):
             # Optuna would record a non-finite value as FAIL, which TPE ignores.
             reason = f"non-finite trial value ({value}); member status: {result.status}"
             trial.set_user_attr(TRASHED_ATTR, reason)
             raise optuna.TrialPruned(f"trashed: {reason}")
         return value
+
+    def _fold_losses(self, result: FitResult) -> tuple[list[float], float]:
+        """Each fold's loss and the trial's value, by ``scan.objective.loss``."""
+        objective = self.runcard.scan.objective
+        chi2 = self._chi2(result)
+        if objective.loss == "statistic":
+            losses = [replica_statistic(chi2[self.folds == k], objective) for k in self._fold_ids]
+            return losses, trial_value(chi2, self.folds, objective)
+        losses, fitted = [], []
+        for k, record in zip(self._fold_ids, self._records["folds"].values(), strict=True):
+            members = self.folds == k
+            losses.append(
+                fold_loss(
+                    objective,
+                    record,
+                    result.chi2_per_point["validation"][members],
+                    self._experimental(result)[members],
+                    {name: values[members] for name, values in self._penalties.items()},
+                )
+            )
+            fitted.append(np.nan if record["fitted_chi2"] is None else record["fitted_chi2"])
+        return losses, n3fit_value(losses, fitted, objective)
+
+    def _over_threshold(self, losses: list[float]) -> str | None:
+        """n3fit's fold threshold: a fold whose loss is above it trashes the trial."""
+        threshold = self.runcard.scan.objective.threshold
+        if threshold is None:
+            return None
+        over = [(k, loss) for k, loss in enumerate(losses) if loss > threshold]
+        if not over:
+            return None
+        folds = ", ".join(f"fold {k}: {loss:.6g}" for k, loss in over)
+        return f"loss above scan.objective.threshold = {threshold:g} ({folds})"
+
+    @property
+    def _fold_ids(self) -> np.ndarray:
+        return np.unique(self.folds)
+
+    def _experimental(self, result: FitResult) -> np.ndarray:
+        """Each replica's experimental χ² per point on the data its fold scores."""
+        return result.chi2_per_point["held_out" if self.runcard.scan.folds else "experimental"]
 
     def _chi2(self, result: FitResult) -> np.ndarray:
         name = "held_out" if self.category == HELD_OUT else "validation"
@@ -140,7 +190,20 @@ class Objective:
                     for k in range(len(self.runcard.scan.folds))
                 },
             )
-        trial.set_user_attr("ensemble", self._ensemble(result))
+        self._records = self._ensemble(result)
+        trial.set_user_attr("ensemble", self._records)
+        self._penalties = self._penalties_of(result)
+        # Per replica, as n3fit stores them (4 significant digits: one list per fold).
+        trial.set_user_attr(
+            "penalties",
+            {
+                name: {
+                    str(k): [float(f"{v:.4g}") for v in values[self.folds == k]]
+                    for k in self._fold_ids
+                }
+                for name, values in self._penalties.items()
+            },
+        )
         trial.set_user_attr(
             "fit",
             {
@@ -159,6 +222,20 @@ class Objective:
             },
         )
 
+    def _penalties_of(self, result: FitResult) -> dict[str, np.ndarray]:
+        """n3fit's penalties of every member (nan without the small-x PDF)."""
+        if result.small_x_pdf is None:
+            nan = np.full(result.n_members, np.nan)
+            return {name: nan for name in PENALTIES}
+        card = self.runcard.fit
+        return all_penalties(
+            result.small_x_pdf,
+            result.best_epoch,
+            card.epochs,
+            max(1, int(card.stopping.patience * card.epochs)),
+            result.chi2_per_point["validation"],
+        )
+
     def _ensemble(self, result: FitResult) -> dict:
         """n3fit's hyperopt metrics of each fold's ensemble, on the points the fold scores: its
         held-out datasets with k-fold, else all the data (the replicas' validation points
@@ -172,7 +249,7 @@ class Objective:
             for name in fold:
                 points[slices[name]] = True
             scored.append(np.flatnonzero(points))
-        experimental = result.chi2_per_point["held_out" if folds else "experimental"]
+        experimental = self._experimental(result)
         records = {}
         for k, points in enumerate(scored):
             members = self.folds == (k if folds else -1)
@@ -184,11 +261,25 @@ class Objective:
                 experimental[members],
                 proportion,
             )
+            # n3fit's fit-quality term looks at the data the fold fitted: all without folds.
+            fitted = np.setdiff1d(np.arange(problem.n_data), points) if folds else points
+            records[str(k)]["fitted_chi2"] = _finite(
+                central_chi2(
+                    result.predictions[members][:, fitted],
+                    problem.central[fitted],
+                    problem.covmat[np.ix_(fitted, fitted)],
+                )
+            )
         return {
             "proportion": proportion,
             "scored": "held_out" if folds else "all",
             "folds": records,
         }
+
+
+def _finite(value: float) -> float | None:
+    """9 significant digits as the other ensemble figures, None where not finite."""
+    return float(f"{value:.9g}") if np.isfinite(value) else None
 
 
 def _member(result: FitResult, m: int) -> str:
