@@ -105,7 +105,7 @@ class ObjectiveSection(_Section):
     epochs − patience), integrability (|x·f| at small x)."""
     penalties_in_loss: bool = False
     """Add `penalties` to the loss as n3fit does: per replica to the held-out χ² of
-    `loss: chi2`, their replica averages to phi2, logp, chi2p."""
+    `loss: chi2`, their replica averages to phi2 and logp (n3fit adds none to chi2p)."""
     threshold: PositiveFloat | None = None
     """n3fit's fold threshold: a trial any fold of which has a loss above this is trashed, with
     its reason (n3fit's default is 50); null: none."""
@@ -131,6 +131,13 @@ class ObjectiveSection(_Section):
             key = "penalties" if self.penalties else "penalties_in_loss"
             problems.append(
                 ((key,), "penalties enter n3fit's losses only: give loss chi2, phi2, logp or chi2p")
+            )
+        if self.penalties_in_loss and self.loss == "chi2p":
+            problems.append(
+                (
+                    ("penalties_in_loss",),
+                    "n3fit 4.1.5 adds no penalty to 'chi2p' (only to chi2, phi2 and logp)",
+                )
             )
         if self.penalties_in_loss and not self.penalties:
             problems.append(

@@ -41,7 +41,8 @@ def fold_loss(
     record: the fold's ``ensemble`` record; validation_chi2, experimental_chi2 (R,) per point
     of the fold's replicas; penalties: name → (R,). With ``penalties_in_loss`` the listed
     penalties are added as n3fit adds them: per replica to the experimental χ² of ``chi2``,
-    their averages over the replicas to the other losses.
+    their averages over the replicas to ``phi2`` and ``logp`` (the runcard refuses them with
+    ``chi2p``, to which n3fit 4.1.5 adds none).
     """
     added = [np.asarray(penalties[name]) for name in objective.penalties]
     if not objective.penalties_in_loss:

@@ -292,6 +292,10 @@ def test_keys_of_another_loss_are_refused() -> None:
         parse_scan_runcard(card("{penalties: [patience]}"), "x.yml")
     with pytest.raises(RuncardError, match=r"scan\.objective\.penalties_in_loss: adds the"):
         parse_scan_runcard(card("{loss: logp, penalties_in_loss: true}"), "x.yml")
+    with pytest.raises(RuncardError, match=r"n3fit 4\.1\.5 adds no penalty to 'chi2p'"):
+        parse_scan_runcard(
+            card("{loss: chi2p, penalties: [patience], penalties_in_loss: true}"), "x.yml"
+        )
 
 
 def test_all_penalties_splits_the_small_x_grid() -> None:
