@@ -11,7 +11,7 @@ import optuna
 import tensorflow as tf
 
 from hyperscan import __version__
-from hyperscan.data import Problem
+from hyperscan.data import Problem, load_problem
 from hyperscan.fit import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -60,6 +60,7 @@ class Objective:
         self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
         self.last_trial_id: int | None = None
+        self.metrics_covmat = _experimental_covmat(runcard, problem)
         # The running trial's ensemble records and penalties, which its value may use.
         self._records: dict = {}
         self._penalties: dict[str, np.ndarray] = {}
@@ -256,7 +257,7 @@ class Objective:
             records[str(k)] = fold_record(
                 result.predictions[members][:, points],
                 problem.central[points],
-                problem.covmat[np.ix_(points, points)],
+                self.metrics_covmat[np.ix_(points, points)],
                 result.chi2_per_point["validation"][members],
                 experimental[members],
                 proportion,
@@ -267,7 +268,7 @@ class Objective:
                 central_chi2(
                     result.predictions[members][:, fitted],
                     problem.central[fitted],
-                    problem.covmat[np.ix_(fitted, fitted)],
+                    self.metrics_covmat[np.ix_(fitted, fitted)],
                 )
             )
         return {
@@ -275,6 +276,19 @@ class Objective:
             "scored": "held_out" if folds else "all",
             "folds": records,
         }
+
+
+def _experimental_covmat(runcard: ScanRuncard, problem: Problem) -> np.ndarray:
+    """The covariance of the ensemble metrics: n3fit's ``compute_hyperopt_metrics`` takes the
+    experimental one (validphys' ``dataset_inputs_covmat_from_systematics``), never t0, even
+    when the fit uses t0; so does hyperscan, or its figures would not be n3fit's."""
+    real = runcard.fit.data.real
+    if real is None or not real.t0:
+        return problem.covmat
+    data = runcard.fit.data.model_copy(update={"real": real.model_copy(update={"t0": False})})
+    experimental = load_problem(runcard.fit.model_copy(update={"data": data}))
+    assert experimental.names == problem.names, "the same data in another order"
+    return experimental.covmat
 
 
 def _finite(value: float) -> float | None:

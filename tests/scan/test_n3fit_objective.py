@@ -15,7 +15,7 @@ from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
-from hyperscan.data import FIT_BASIS, closure_problem
+from hyperscan.data import FIT_BASIS, closure_problem, real_problem
 from hyperscan.fit import SMALL_X, FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ObjectiveSection, RuncardError, parse_scan_runcard
 from hyperscan.scan import trashed
@@ -305,3 +305,18 @@ def test_all_penalties_splits_the_small_x_grid() -> None:
     assert values["integrability"][0] == pytest.approx(math.expm1(3.0))
     assert values["saturation"][0] == pytest.approx(2e7)
     assert values["patience"][0] == pytest.approx(2.0 * math.exp(5e-4))
+
+
+def test_the_ensemble_metrics_of_a_t0_fit_use_the_experimental_covariance() -> None:
+    """n3fit's compute_hyperopt_metrics never uses t0: neither do hyperscan's (the cross-check
+    against n3fit, test_hyperloss_vs_n3fit.py, is on the experimental covariance)."""
+    names = ["HERA_CC_318GEV_EP-SIGMARED", "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"]
+    real = "{datasets: [" + ", ".join(f"{{dataset: {n}}}" for n in names) + "]}"
+    runcard = parse_scan_runcard(
+        f"data: {{real: {real}}}\nscan: {{space: {{activation: [tanh]}}}}\n", "t0.yml"
+    )
+    t0 = real_problem(names)
+    objective = Objective(runcard, t0, threading.Event())
+    experimental = real_problem(names, t0=False).covmat
+    np.testing.assert_array_equal(objective.metrics_covmat, experimental)
+    assert not np.allclose(t0.covmat, experimental, rtol=1e-3)
