@@ -102,7 +102,7 @@ class ObjectiveSection(_Section):
     penalties: tuple[Literal["saturation", "patience", "integrability"], ...] = ()
     """n3fit's penalties added to an n3fit loss with `penalties_in_loss` (each trial stores all
     three per replica anyway): saturation (small-x slope), patience (best epoch far from
-    epochs − patience), integrability (|x·f| at small x)."""
+    epochs − patience), integrability (the size of x·f at small x)."""
     penalties_in_loss: bool = False
     """Add `penalties` to the loss as n3fit does: per replica to the held-out χ² of
     `loss: chi2`, their replica averages to phi2 and logp (n3fit adds none to chi2p)."""
@@ -112,18 +112,18 @@ class ObjectiveSection(_Section):
 
     @model_validator(mode="after")
     def _used_keys(self) -> ObjectiveSection:
-        """Keys that mean nothing for the chosen loss are refused, not silently ignored."""
+        """Keys that mean nothing for the chosen loss are refused, not silently ignored. By
+        value, not by presence: a stored runcard is dumped with every key."""
         problems: list[tuple[tuple[Any, ...], str]] = []
-        given = self.model_fields_set
         n3fit = self.loss in N3FIT_LOSSES
-        if n3fit and "statistic" in given:
+        if n3fit and self.statistic != "mean":
             problems.append(
                 (
                     ("statistic",),
                     f"is for loss 'statistic', not '{self.loss}' (use replica_statistic)",
                 )
             )
-        if self.loss != "chi2" and "replica_statistic" in given:
+        if self.loss != "chi2" and self.replica_statistic != "average":
             problems.append(
                 (("replica_statistic",), f"is for loss 'chi2' (n3fit's), not '{self.loss}'")
             )
@@ -203,7 +203,7 @@ class ScanSection(_Section):
     refused in a scan); empty: no k-fold.
     """
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
-    """The loss of a trial: a χ² per replica, reduced across replicas, then across folds."""
+    """The loss of a trial: hyperscan's χ² statistic, or one of n3fit's hyperopt losses."""
     sampler: SamplerSection = Field(default_factory=SamplerSection)
     """The Optuna sampler."""
     pruner: PrunerSection = Field(default_factory=PrunerSection)

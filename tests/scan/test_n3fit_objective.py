@@ -15,9 +15,16 @@ from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
+from hyperscan.cli._render import status_text
 from hyperscan.data import FIT_BASIS, closure_problem, real_problem
 from hyperscan.fit import SMALL_X, FitResult, member_specs
-from hyperscan.runcard import FitRuncard, ObjectiveSection, RuncardError, parse_scan_runcard
+from hyperscan.runcard import (
+    FitRuncard,
+    ObjectiveSection,
+    RuncardError,
+    dump_runcard,
+    parse_scan_runcard,
+)
 from hyperscan.scan import trashed
 from hyperscan.scan._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
 from hyperscan.scan._objective import Objective
@@ -29,6 +36,7 @@ from hyperscan.scan._penalties import (
     patience,
     saturation,
 )
+from hyperscan.scan._status import BestTrial, StudyStatus, objective_label
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -298,6 +306,19 @@ def test_keys_of_another_loss_are_refused() -> None:
         )
 
 
+@pytest.mark.parametrize(
+    "objective",
+    [
+        "{statistic: median}",
+        "{loss: chi2, replica_statistic: std, penalties: [saturation], penalties_in_loss: true}",
+        "{loss: phi2, fold_statistic: best_worst, threshold: 3.5}",
+    ],
+)
+def test_a_dumped_objective_loads_back_as_a_study_s_stored_runcard_does(objective: str) -> None:
+    runcard = parse_scan_runcard(card(objective), "x.yml")
+    assert parse_scan_runcard(dump_runcard(runcard), "stored") == runcard
+
+
 def test_all_penalties_splits_the_small_x_grid() -> None:
     xf = np.zeros((1, SMALL_X.size, 8))
     xf[0, :3, column("V")] = 1.0
@@ -320,3 +341,37 @@ def test_the_ensemble_metrics_of_a_t0_fit_use_the_experimental_covariance() -> N
     experimental = real_problem(names, t0=False).covmat
     np.testing.assert_array_equal(objective.metrics_covmat, experimental)
     assert not np.allclose(t0.covmat, experimental, rtol=1e-3)
+
+
+@pytest.mark.parametrize("loss", ["statistic", "phi2"])
+def test_study_status_says_what_the_value_of_each_loss_is(loss: str) -> None:
+    objective = ObjectiveSection(loss=loss, chi2="held_out")
+    best = BestTrial(
+        number=3,
+        value=2.5,
+        params={},
+        statistics={"mean": 1.3, "median": 1.2},
+        folds={"0": {"mean": 1.3, "n": 4}, "1": {"mean": 1.4, "n": 4}},
+        objective=objective_label(objective, 2),
+        value_is_statistic=loss == "statistic",
+        chi2="held_out",
+    )
+    status = StudyStatus("s", "x.journal", 5, {"complete": 1}, 1, best, [], [], 0, [], 0)
+    lines = status_text(status).splitlines()
+    if loss == "statistic":
+        assert (
+            "  objective: mean of the replicas' held-out chi2 per point, mean over 2 folds" in lines
+        )
+        assert "  value under each replica statistic:" in lines
+        assert "  objective chi2 per point of each fold's replicas:" in lines
+    else:
+        assert lines[lines.index("best: trial 3, value 2.5") + 1 :][:2] == [
+            "  objective: 1 / (n3fit's phi2 (phi of the best 85% of the replicas), mean over 2 "
+            "folds) + n3fit's",
+            "    fit-quality term",
+        ]
+        assert (
+            "  held-out chi2 per point under each replica statistic (not the objective):" in lines
+        )
+        assert "  held-out chi2 per point of each fold's replicas:" in lines
+        assert not any("value under" in line or "objective chi2" in line for line in lines)
