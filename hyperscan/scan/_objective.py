@@ -199,8 +199,8 @@ class Objective:
             "penalties",
             {
                 name: {
-                    str(k): [float(f"{v:.4g}") for v in values[self.folds == k]]
-                    for k in self._fold_ids
+                    str(i): [float(f"{v:.4g}") for v in values[self.folds == k]]
+                    for i, k in enumerate(self._fold_ids)  # "0" without folds, as `ensemble`
                 }
                 for name, values in self._penalties.items()
             },
