@@ -77,6 +77,9 @@ class ObjectiveSection(_Section):
     value is 1 / fold_statistic(φ)), `logp`, `chi2p` (docs/objectives.md). With n3fit's losses
     the trial value adds n3fit's fit-quality term, 100·elu(χ² of the fitted data − 1.2).
     """
+    phi_squared: bool = False
+    """`loss: phi2` with φ² per fold instead of φ: the loss as NNPDF's documentation writes it
+    (n3fit 4.1.5's code, the default, uses φ)."""
     chi2: Literal["validation", "held_out"] = "validation"
     """`validation`; `held_out` (needs folds; the default with them) scores each fold on its
     held-out datasets: each replica's χ² per point there, against the central data with the fit's
@@ -127,6 +130,8 @@ class ObjectiveSection(_Section):
             problems.append(
                 (("replica_statistic",), f"is for loss 'chi2' (n3fit's), not '{self.loss}'")
             )
+        if self.phi_squared and self.loss != "phi2":
+            problems.append((("phi_squared",), f"is for loss 'phi2', not '{self.loss}'"))
         if not n3fit and (self.penalties or self.penalties_in_loss):
             key = "penalties" if self.penalties else "penalties_in_loss"
             problems.append(

@@ -51,7 +51,8 @@ def fold_loss(
         experimental = np.asarray(experimental_chi2, dtype=float) + sum(added, np.zeros(1))
         reduce = REPLICA_STATISTICS[objective.replica_statistic]
         return n3fit_chi2_loss(validation_chi2, experimental, objective.best_fraction, reduce)
-    value = record[METRIC_OF_LOSS[objective.loss]]
+    metric = "phi2" if objective.phi_squared else METRIC_OF_LOSS[objective.loss]
+    value = record[metric]
     if value is None:
         return math.nan
     return float(value) + sum(float(np.mean(penalty)) for penalty in added)

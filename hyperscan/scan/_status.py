@@ -129,7 +129,7 @@ def objective_label(objective: ObjectiveSection, folds: int) -> str:
     best = f"best {objective.best_fraction:.0%} of the replicas"
     per_fold = {
         "chi2": f"n3fit's chi2 loss ({objective.replica_statistic} over the replicas)",
-        "phi2": f"n3fit's phi2 (phi of the {best})",
+        "phi2": f"n3fit's phi2 (phi{'²' if objective.phi_squared else ''} of the {best})",
         "logp": f"n3fit's logp (of the {best})",
         "chi2p": f"n3fit's chi2p (of the {best})",
     }[objective.loss]

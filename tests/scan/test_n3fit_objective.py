@@ -105,6 +105,8 @@ def test_fold_losses_add_penalties_as_n3fit_does() -> None:
         return fold_loss(objective, record, validation, experimental, penalties)
 
     assert loss(loss="phi2") == 0.3 and loss(loss="logp") == 1.7 and loss(loss="chi2p") == 1.2
+    record["phi2"] = 0.09
+    assert loss(loss="phi2", phi_squared=True) == 0.09
     with_patience = {"penalties": ["patience"], "penalties_in_loss": True}
     assert loss(loss="phi2", **with_patience) == pytest.approx(0.3 + 0.25)
     # chi2: best ⌈0.75·4⌉ = 3 by validation (1, 2, 3) → 2; best ⌈0.25·4⌉ = 1 experimental 1.5
@@ -245,6 +247,12 @@ def test_a_phi2_trial_is_worth_the_reciprocal_of_its_folds_mean_phi(monkeypatch)
     assert penalties["integrability"]["1"] == [0.0] * REPLICAS
 
 
+def test_phi_squared_takes_the_loss_as_nnpdf_s_documentation_writes_it(monkeypatch) -> None:
+    trial = run_trial(monkeypatch, "{loss: phi2, phi_squared: true, best_fraction: 0.75}")
+    phi2 = [phi_by_hand(0) ** 2, phi_by_hand(1) ** 2]
+    assert trial.value == pytest.approx(1 / np.mean(phi2) + 100 * 1e-10 * math.expm1(-1.2))
+
+
 def test_penalties_in_the_loss_and_the_threshold_trash(monkeypatch) -> None:
     objective = "{loss: phi2, penalties: [patience], penalties_in_loss: true, best_fraction: 0.75}"
     trial = run_trial(monkeypatch, objective)
@@ -296,6 +304,8 @@ def test_a_bad_objective_is_refused_and_nothing_written(tmp_path, objective, mes
 def test_keys_of_another_loss_are_refused() -> None:
     with pytest.raises(RuncardError, match=r"scan\.objective\.replica_statistic: is for loss"):
         parse_scan_runcard(card("{loss: phi2, replica_statistic: std}"), "x.yml")
+    with pytest.raises(RuncardError, match=r"scan\.objective\.phi_squared: is for loss 'phi2'"):
+        parse_scan_runcard(card("{loss: logp, phi_squared: true}"), "x.yml")
     with pytest.raises(RuncardError, match=r"scan\.objective\.penalties: penalties enter"):
         parse_scan_runcard(card("{penalties: [patience]}"), "x.yml")
     with pytest.raises(RuncardError, match=r"scan\.objective\.penalties_in_loss: adds the"):
