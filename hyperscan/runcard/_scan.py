@@ -247,7 +247,8 @@ class ScanSection(_Section):
                     "'scan.folds'; give folds or use 'validation'",
                 )
             )
-        used = math.ceil(round(self.objective.best_fraction * self.replicas, 9))
+        # n3fit's count of the best replicas, as the ensemble metrics take it (best_replicas)
+        used = math.ceil(self.objective.best_fraction * self.replicas)
         if self.objective.loss == "phi2" and used < 2:
             problems.append(
                 (
