@@ -194,12 +194,13 @@ class Objective:
         self._records = self._ensemble(result)
         trial.set_user_attr("ensemble", self._records)
         self._penalties = self._penalties_of(result)
-        # Per replica, as n3fit stores them (4 significant digits: one list per fold).
+        # Per replica, as n3fit stores them (4 significant digits: one list per fold; None
+        # where not finite, as in `ensemble`).
         trial.set_user_attr(
             "penalties",
             {
                 name: {
-                    str(i): [float(f"{v:.4g}") for v in values[self.folds == k]]
+                    str(i): [_finite(v, 4) for v in values[self.folds == k]]
                     for i, k in enumerate(self._fold_ids)  # "0" without folds, as `ensemble`
                 }
                 for name, values in self._penalties.items()
@@ -291,9 +292,10 @@ def _experimental_covmat(runcard: ScanRuncard, problem: Problem) -> np.ndarray:
     return experimental.covmat
 
 
-def _finite(value: float) -> float | None:
-    """9 significant digits as the other ensemble figures, None where not finite."""
-    return float(f"{value:.9g}") if np.isfinite(value) else None
+def _finite(value: float, digits: int = 9) -> float | None:
+    """``digits`` significant digits (9: as the other ensemble figures), None where not
+    finite."""
+    return float(f"{value:.{digits}g}") if np.isfinite(value) else None
 
 
 def _member(result: FitResult, m: int) -> str:

@@ -385,3 +385,21 @@ def test_study_status_says_what_the_value_of_each_loss_is(loss: str) -> None:
         )
         assert "  held-out chi2 per point of each fold's replicas:" in lines
         assert not any("value under" in line or "objective chi2" in line for line in lines)
+
+
+def test_penalties_a_fit_cannot_give_are_stored_as_null(monkeypatch) -> None:
+    """Without the PDF at small x (a FitResult made elsewhere) saturation and integrability are
+    unknown, and patience without validation data: null, as the ensemble's non-finite values."""
+
+    def without_small_x(card: FitRuncard, **kwargs: object) -> FitResult:
+        result = fake_fit(card, **kwargs)
+        result.small_x_pdf = None
+        return result
+
+    monkeypatch.setattr(objective_module, "run_fit", without_small_x)
+    runcard = parse_scan_runcard(card("{}"), "n3fit-objective.yml")
+    study = optuna.create_study()
+    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    penalties = study.trials[0].user_attrs["penalties"]
+    assert penalties["saturation"] == {"0": [None] * REPLICAS, "1": [None] * REPLICAS}
+    assert study.trials[0].state == TrialState.COMPLETE  # the χ² statistic needs none of them
