@@ -389,7 +389,7 @@ def test_study_status_says_what_the_value_of_each_loss_is(loss: str) -> None:
 
 def test_penalties_a_fit_cannot_give_are_stored_as_null(monkeypatch) -> None:
     """Without the PDF at small x (a FitResult made elsewhere) saturation and integrability are
-    unknown, and patience without validation data: null, as the ensemble's non-finite values."""
+    unknown: null, as the ensemble's non-finite values."""
 
     def without_small_x(card: FitRuncard, **kwargs: object) -> FitResult:
         result = fake_fit(card, **kwargs)
