@@ -4,6 +4,7 @@ a live scan. No command logic here, and nothing that reads a storage."""
 from __future__ import annotations
 
 import datetime
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -124,17 +125,27 @@ def _best_lines(status: StudyStatus) -> list[str]:
     if best is None:
         return ["best: none yet (no complete trial)"]
     lines = [f"best: trial {best.number}, value {best.value:.6g}"]
+    if best.objective:
+        lines += textwrap.wrap(
+            best.objective, 100, initial_indent="  objective: ", subsequent_indent="    "
+        )
+    chi2 = "held-out" if best.chi2 == "held_out" else best.chi2
     if best.params:
         lines.append("  parameters:")
         lines += table(["name", "value"], sorted(best.params.items()))[1:]
     if best.statistics:
-        lines.append("  value under each replica statistic:")
+        lines.append(
+            "  value under each replica statistic:"
+            if best.value_is_statistic
+            else f"  {chi2} chi2 per point under each replica statistic (not the objective):"
+        )
         lines += table(list(best.statistics), [list(best.statistics.values())])
     if best.replicas:
         lines.append("  chi2 per point across replicas:")
         lines += table(["category", *SPREAD, "n"], _spread_rows(best.replicas))
     if best.folds:
-        lines.append("  objective chi2 per point of each fold's replicas:")
+        objective = "objective" if best.value_is_statistic else chi2
+        lines.append(f"  {objective} chi2 per point of each fold's replicas:")
         lines += table(["fold", *SPREAD, "n"], _spread_rows(best.folds))
     scalars = {key: value for key, value in best.fit.items() if not isinstance(value, dict)}
     if scalars:

@@ -35,6 +35,7 @@ from hyperscan.fit._signals import stop_on_signals
 if TYPE_CHECKING:
     from hyperscan.fit._api import fit_runcard
     from hyperscan.fit._fit import (
+        SMALL_X,
         FitResult,
         build_ensemble,
         output_xgrid,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 _TENSORFLOW = {
     "fit_runcard": "_api",
     "FitResult": "_fit",
+    "SMALL_X": "_fit",
     "build_ensemble": "_fit",
     "output_xgrid": "_fit",
     "run_fit": "_fit",
@@ -82,6 +84,7 @@ __all__ = [
     "RESULTS_FILE",
     "RUNCARD_FILE",
     "RUNNING",
+    "SMALL_X",
     "STOPPED",
     "FitResult",
     "MemberSpec",

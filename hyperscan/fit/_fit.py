@@ -38,6 +38,11 @@ MAX_REDRAWS = 10
 CATEGORY_NAMES = {TRAINING: "training", VALIDATION: "validation", HELD_OUT: "held_out"}
 
 
+#: x below the output grid where n3fit's hyperopt penalties look at a PDF (scan's penalties):
+#: integrability's 1e-9, 1e-8, 1e-7, then saturation's 100 log points from 1e-6 to 1e-4.
+SMALL_X = np.concatenate([np.logspace(-9, -6, 3, endpoint=False), np.logspace(-6, -4, 100)])
+
+
 def output_xgrid() -> np.ndarray:
     """The standard grid on which fitted PDFs are written: log below 0.1, linear above."""
     return np.concatenate([np.geomspace(1e-5, 0.1, 60, endpoint=False), np.linspace(0.1, 1, 41)])
@@ -68,6 +73,7 @@ class FitResult:
     params: list[np.ndarray]
     history: list[SyncReport] = field(default_factory=list)
     redraws: np.ndarray | None = None  # (M,) replacement starts each member needed
+    small_x_pdf: np.ndarray | None = None  # (M, n, 8) x·f at SMALL_X, for n3fit's penalties
 
     @property
     def n_members(self) -> int:
@@ -181,6 +187,7 @@ def run_fit(
         params=outcome.params,
         history=outcome.history,
         redraws=redraws,
+        small_x_pdf=model.pdf(final, SMALL_X),
     )
 
 

@@ -13,6 +13,8 @@ from ._load import (
     runcard_from_dict,
 )
 from ._scan import (
+    N3FIT_LOSSES,
+    PENALTIES,
     ObjectiveSection,
     PrunerSection,
     SamplerSection,
@@ -59,6 +61,8 @@ __all__ = [
     "FLAVOURS",
     "LAMBDA_UPDATE_INTERVAL",
     "MAX_THREADS",
+    "N3FIT_LOSSES",
+    "PENALTIES",
     "Architecture",
     "Choices",
     "ClosureSection",

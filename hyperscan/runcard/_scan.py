@@ -12,6 +12,7 @@ exist in the data is checked by the scan service, which knows the data.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -32,6 +33,7 @@ from ._schema import (
     Fold,
     Inlined,
     Int,
+    PositiveFloat,
     PositiveInt,
     Seed,
     _Section,
@@ -42,6 +44,8 @@ from ._schema import (
 from ._space import Space
 
 __all__ = [
+    "N3FIT_LOSSES",
+    "PENALTIES",
     "ObjectiveSection",
     "PrunerSection",
     "SamplerSection",
@@ -55,25 +59,97 @@ __all__ = [
 ]
 
 
-class ObjectiveSection(_Section):
-    """The loss of a trial: a chi2 per replica, reduced across replicas, then across folds."""
+#: n3fit 4.1.5's hyperopt losses (``loss_type``), each a figure of a fold's ensemble.
+N3FIT_LOSSES = ("chi2", "phi2", "logp", "chi2p")
+#: n3fit's hyperopt penalties, stored per replica on every trial.
+PENALTIES = ("saturation", "patience", "integrability")
 
+
+class ObjectiveSection(_Section):
+    """The loss of a trial: hyperscan's χ² statistic (a χ² per replica, reduced across
+    replicas, then across folds) or one of n3fit's hyperopt losses of each fold's ensemble."""
+
+    loss: Literal["statistic", "chi2", "phi2", "logp", "chi2p"] = "statistic"
+    """`statistic`: hyperscan's χ² statistic (`chi2`, then `statistic` across replicas);
+    n3fit 4.1.5's losses of each fold's ensemble (its best `best_fraction` of the replicas):
+    `chi2` (n3fit's: validation χ² of the best replicas + max(held-out χ² of the best
+    1 − best_fraction, 2) − 2), `phi2` (φ as n3fit's code computes it, maximised: the trial
+    value is 1 / fold_statistic(φ)), `logp`, `chi2p` (docs/objectives.md). With n3fit's losses
+    the trial value adds n3fit's fit-quality term, 100·elu(χ² of the fitted data − 1.2).
+    """
+    phi_squared: bool = False
+    """`loss: phi2` with φ² per fold instead of φ: the loss as NNPDF's documentation writes it
+    (n3fit 4.1.5's code, the default, uses φ)."""
     chi2: Literal["validation", "held_out"] = "validation"
     """`validation`; `held_out` (needs folds; the default with them) scores each fold on its
     held-out datasets: each replica's χ² per point there, against the central data with the fit's
-    covariance (n3fit's per-replica `experimental_loss`). n3fit 4.1.5's default k-fold loss
-    (`loss_type: chi2`) is not this statistic alone: per fold, the mean validation χ² of the best
-    85% of the replicas (by validation χ²) plus max(0, mean held-out χ² of the best 15% − 2).
+    covariance (n3fit's per-replica `experimental_loss`). For `loss: statistic`.
     """
     statistic: Literal["mean", "median", "trimmed_mean", "max", "mean_plus_std"] = "mean"
-    """Across replicas: mean, median, trimmed_mean, max, mean_plus_std."""
+    """Across replicas, for `loss: statistic`: mean, median, trimmed_mean, max, mean_plus_std."""
     best_fraction: Annotated[Float, Field(gt=0, le=1)] = 0.85
     """For `trimmed_mean`: the mean over this fraction of the replicas, best first; also the
-    replicas (best by validation χ²) of the `ensemble` metrics, n3fit's reduce_proportion."""
+    replicas (best by validation χ²) of the `ensemble` metrics and n3fit's losses, n3fit's
+    reduce_proportion."""
     std_weight: Annotated[Float, Field(ge=0)] = 1.0
     """For `mean_plus_std`: k in mean + k·std."""
-    fold_statistic: Literal["mean", "median", "max"] = "mean"
-    """Across folds: mean, median, max."""
+    replica_statistic: Literal["average", "average_best", "best_worst", "std"] = "average"
+    """Across replicas, for `loss: chi2` (n3fit's names): average (average_best is the same in
+    n3fit 4.1.5), best_worst (the maximum), std."""
+    fold_statistic: Literal[
+        "mean", "median", "max", "average", "average_best", "best_worst", "std"
+    ] = "mean"
+    """Across folds: mean, median, max, or n3fit's names average (= average_best = mean),
+    best_worst (= max), std. With `loss: phi2` the trial value is its reciprocal, as in n3fit.
+    """
+    penalties: tuple[Literal["saturation", "patience", "integrability"], ...] = ()
+    """n3fit's penalties added to an n3fit loss with `penalties_in_loss` (each trial stores all
+    three per replica anyway): saturation (small-x slope), patience (best epoch far from
+    epochs − patience), integrability (the size of x·f at small x)."""
+    penalties_in_loss: bool = False
+    """Add `penalties` to the loss as n3fit does: per replica to the held-out χ² of
+    `loss: chi2`, their replica averages to phi2 and logp (n3fit adds none to chi2p)."""
+    threshold: PositiveFloat | None = None
+    """n3fit's fold threshold: a trial any fold of which has a loss above this is trashed, with
+    its reason (n3fit's default is 50); null: none."""
+
+    @model_validator(mode="after")
+    def _used_keys(self) -> ObjectiveSection:
+        """Keys that mean nothing for the chosen loss are refused, not silently ignored. By
+        value, not by presence: a stored runcard is dumped with every key."""
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        n3fit = self.loss in N3FIT_LOSSES
+        if n3fit and self.statistic != "mean":
+            problems.append(
+                (
+                    ("statistic",),
+                    f"is for loss 'statistic', not '{self.loss}' (use replica_statistic)",
+                )
+            )
+        if self.loss != "chi2" and self.replica_statistic != "average":
+            problems.append(
+                (("replica_statistic",), f"is for loss 'chi2' (n3fit's), not '{self.loss}'")
+            )
+        if self.phi_squared and self.loss != "phi2":
+            problems.append((("phi_squared",), f"is for loss 'phi2', not '{self.loss}'"))
+        if not n3fit and (self.penalties or self.penalties_in_loss):
+            key = "penalties" if self.penalties else "penalties_in_loss"
+            problems.append(
+                ((key,), "penalties enter n3fit's losses only: give loss chi2, phi2, logp or chi2p")
+            )
+        if self.penalties_in_loss and self.loss == "chi2p":
+            problems.append(
+                (
+                    ("penalties_in_loss",),
+                    "n3fit 4.1.5 adds no penalty to 'chi2p' (only to chi2, phi2 and logp)",
+                )
+            )
+        if self.penalties_in_loss and not self.penalties:
+            problems.append(
+                (("penalties_in_loss",), "adds the listed penalties, but 'penalties' is empty")
+            )
+        fail_at(problems, self)
+        return self
 
 
 class SamplerSection(_Section):
@@ -132,7 +208,7 @@ class ScanSection(_Section):
     refused in a scan); empty: no k-fold.
     """
     objective: ObjectiveSection = Field(default_factory=ObjectiveSection)
-    """The loss of a trial: a χ² per replica, reduced across replicas, then across folds."""
+    """The loss of a trial: hyperscan's χ² statistic, or one of n3fit's hyperopt losses."""
     sampler: SamplerSection = Field(default_factory=SamplerSection)
     """The Optuna sampler."""
     pruner: PrunerSection = Field(default_factory=PrunerSection)
@@ -169,6 +245,17 @@ class ScanSection(_Section):
                     ("objective", "chi2"),
                     "'held_out' scores each fold on its held-out datasets, so it needs "
                     "'scan.folds'; give folds or use 'validation'",
+                )
+            )
+        # n3fit's count of the best replicas, as the ensemble metrics take it (best_replicas)
+        used = math.ceil(self.objective.best_fraction * self.replicas)
+        if self.objective.loss == "phi2" and used < 2:
+            problems.append(
+                (
+                    ("objective", "loss"),
+                    "'phi2' is the spread of a fold's replicas, so it needs at least 2 of them: "
+                    f"scan.replicas {self.replicas} x best_fraction "
+                    f"{self.objective.best_fraction:g} keeps {used}",
                 )
             )
         for key, failed in (("max_diverged", "diverged"), ("max_pos_veto", "was vetoed")):

@@ -9,7 +9,7 @@ predictions, data and experimental covariance.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,17 +39,30 @@ def best_replicas(validation_chi2: np.ndarray, proportion: float) -> np.ndarray:
 
 
 def n3fit_chi2_loss(
-    validation_chi2: np.ndarray, experimental_chi2: np.ndarray, proportion: float
+    validation_chi2: np.ndarray,
+    experimental_chi2: np.ndarray,
+    proportion: float,
+    reduce: Callable[[np.ndarray], float] = np.mean,
 ) -> float:
-    """n3fit's ``loss_type: chi2`` for one fold (average over replicas): the mean validation χ²
-    of the best ``proportion`` of the replicas, plus max(mean experimental χ² of the best
-    1 − proportion of them, 2) − 2, both per point and each ranked by itself."""
+    """n3fit's ``loss_type: chi2`` for one fold: the validation χ² of the best ``proportion`` of
+    the replicas, plus max(experimental χ² of the best 1 − proportion of them, 2) − 2, both
+    per point, each ranked by itself and reduced across replicas by ``reduce`` (n3fit's
+    ``replica_statistic``, by default the average)."""
     validation_chi2 = np.asarray(validation_chi2, dtype=float)
     experimental_chi2 = np.asarray(experimental_chi2, dtype=float)
-    validation = np.mean(validation_chi2[best_replicas(validation_chi2, proportion)])
+    validation = reduce(validation_chi2[best_replicas(validation_chi2, proportion)])
     count = int(np.ceil((1.0 - proportion) * experimental_chi2.size))
-    experimental = np.mean(np.sort(experimental_chi2)[:count])
+    experimental = reduce(np.sort(experimental_chi2)[:count])
     return float(validation + max(experimental, 2.0) - 2.0)
+
+
+def central_chi2(predictions: np.ndarray, data: np.ndarray, covmat: np.ndarray) -> float:
+    """χ² per point of the replicas' mean prediction (R, N) with the experimental covariance:
+    n3fit's ``chi2exp``, which its hyperopt takes on a fold's fitted (not held-out) data."""
+    predictions = np.asarray(predictions, dtype=np.float64)
+    residual = predictions.mean(axis=0) - np.asarray(data, dtype=np.float64)
+    lower = np.linalg.cholesky(np.asarray(covmat, dtype=np.float64))
+    return float(_chi2(lower, residual)) / residual.size
 
 
 def ensemble_metrics(

@@ -11,7 +11,7 @@ import optuna
 import tensorflow as tf
 
 from hyperscan import __version__
-from hyperscan.data import Problem
+from hyperscan.data import Problem, load_problem
 from hyperscan.fit import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -22,9 +22,11 @@ from hyperscan.fit import (
     run_fit,
 )
 from hyperscan.model import HELD_OUT, VALIDATION
-from hyperscan.runcard import RuncardError, ScanRuncard
-from hyperscan.scan._ensemble_metrics import fold_record
-from hyperscan.scan._statistics import all_statistics, summary, trial_value
+from hyperscan.runcard import PENALTIES, RuncardError, ScanRuncard
+from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
+from hyperscan.scan._n3fit_loss import fold_loss, n3fit_value
+from hyperscan.scan._penalties import all_penalties
+from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
 from hyperscan.scan._trial_attrs import (
     REQUEUED_ATTR,
     RETRY_OF_ATTR,
@@ -58,6 +60,10 @@ class Objective:
         self.folds = np.array([spec.fold for spec in specs])
         self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
         self.last_trial_id: int | None = None
+        self.metrics_covmat = _experimental_covmat(runcard, problem)
+        # The running trial's ensemble records and penalties, which its value may use.
+        self._records: dict = {}
+        self._penalties: dict[str, np.ndarray] = {}
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
@@ -88,10 +94,12 @@ class Objective:
         reason = self._trash_reason(result)
         value = None
         if reason is None and not monitor.pruned:
-            value = trial_value(self._chi2(result), self.folds, self.runcard.scan.objective)
-            if not np.isfinite(value):
+            losses, value = self._fold_losses(result)
+            reason = self._over_threshold(losses)
+            if reason is None and not np.isfinite(value):
                 # Optuna would record a non-finite value as FAIL, which TPE ignores.
                 reason = f"non-finite trial value ({value}); member status: {result.status}"
+            if reason is not None:
                 value = None
         if reason is not None:
             attrs[TRASHED_ATTR] = reason
@@ -111,6 +119,47 @@ class Objective:
         if value is None:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
         return value
+
+    def _fold_losses(self, result: FitResult) -> tuple[list[float], float]:
+        """Each fold's loss and the trial's value, by ``scan.objective.loss``."""
+        objective = self.runcard.scan.objective
+        chi2 = self._chi2(result)
+        if objective.loss == "statistic":
+            losses = [replica_statistic(chi2[self.folds == k], objective) for k in self._fold_ids]
+            return losses, trial_value(chi2, self.folds, objective)
+        losses, fitted = [], []
+        for k, record in zip(self._fold_ids, self._records["folds"].values(), strict=True):
+            members = self.folds == k
+            losses.append(
+                fold_loss(
+                    objective,
+                    record,
+                    result.chi2_per_point["validation"][members],
+                    self._experimental(result)[members],
+                    {name: values[members] for name, values in self._penalties.items()},
+                )
+            )
+            fitted.append(np.nan if record["fitted_chi2"] is None else record["fitted_chi2"])
+        return losses, n3fit_value(losses, fitted, objective)
+
+    def _over_threshold(self, losses: list[float]) -> str | None:
+        """n3fit's fold threshold: a fold whose loss is above it trashes the trial."""
+        threshold = self.runcard.scan.objective.threshold
+        if threshold is None:
+            return None
+        over = [(k, loss) for k, loss in enumerate(losses) if loss > threshold]
+        if not over:
+            return None
+        folds = ", ".join(f"fold {k}: {loss:.6g}" for k, loss in over)
+        return f"loss above scan.objective.threshold = {threshold:g} ({folds})"
+
+    @property
+    def _fold_ids(self) -> np.ndarray:
+        return np.unique(self.folds)
+
+    def _experimental(self, result: FitResult) -> np.ndarray:
+        """Each replica's experimental χ² per point on the data its fold scores."""
+        return result.chi2_per_point["held_out" if self.runcard.scan.folds else "experimental"]
 
     def _chi2(self, result: FitResult) -> np.ndarray:
         name = "held_out" if self.category == HELD_OUT else "validation"
@@ -146,7 +195,18 @@ class Objective:
             attrs["folds"] = {
                 str(k): summary(chi2[self.folds == k]) for k in range(len(self.runcard.scan.folds))
             }
-        attrs["ensemble"] = self._ensemble(result)
+        self._records = self._ensemble(result)
+        attrs["ensemble"] = self._records
+        self._penalties = self._penalties_of(result)
+        # Per replica, as n3fit stores them (4 significant digits: one list per fold; None
+        # where not finite, as in `ensemble`).
+        attrs["penalties"] = {
+            name: {
+                str(i): [_finite(v, 4) for v in values[self.folds == k]]
+                for i, k in enumerate(self._fold_ids)  # "0" without folds, as `ensemble`
+            }
+            for name, values in self._penalties.items()
+        }
         attrs["fit"] = {
             "members": result.n_members,
             "diverged": result.count(DIVERGED_STATUS),
@@ -163,6 +223,20 @@ class Objective:
         }
         return attrs
 
+    def _penalties_of(self, result: FitResult) -> dict[str, np.ndarray]:
+        """n3fit's penalties of every member (nan without the small-x PDF)."""
+        if result.small_x_pdf is None:
+            nan = np.full(result.n_members, np.nan)
+            return {name: nan for name in PENALTIES}
+        card = self.runcard.fit
+        return all_penalties(
+            result.small_x_pdf,
+            result.best_epoch,
+            card.epochs,
+            max(1, int(card.stopping.patience * card.epochs)),
+            result.chi2_per_point["validation"],
+        )
+
     def _ensemble(self, result: FitResult) -> dict:
         """n3fit's hyperopt metrics of each fold's ensemble, on the points the fold scores: its
         held-out datasets with k-fold, else all the data (the replicas' validation points
@@ -176,23 +250,51 @@ class Objective:
             for name in fold:
                 points[slices[name]] = True
             scored.append(np.flatnonzero(points))
-        experimental = result.chi2_per_point["held_out" if folds else "experimental"]
+        experimental = self._experimental(result)
         records = {}
         for k, points in enumerate(scored):
             members = self.folds == (k if folds else -1)
             records[str(k)] = fold_record(
                 result.predictions[members][:, points],
                 problem.central[points],
-                problem.covmat[np.ix_(points, points)],
+                self.metrics_covmat[np.ix_(points, points)],
                 result.chi2_per_point["validation"][members],
                 experimental[members],
                 proportion,
+            )
+            # n3fit's fit-quality term looks at the data the fold fitted: all without folds.
+            fitted = np.setdiff1d(np.arange(problem.n_data), points) if folds else points
+            records[str(k)]["fitted_chi2"] = _finite(
+                central_chi2(
+                    result.predictions[members][:, fitted],
+                    problem.central[fitted],
+                    self.metrics_covmat[np.ix_(fitted, fitted)],
+                )
             )
         return {
             "proportion": proportion,
             "scored": "held_out" if folds else "all",
             "folds": records,
         }
+
+
+def _experimental_covmat(runcard: ScanRuncard, problem: Problem) -> np.ndarray:
+    """The covariance of the ensemble metrics: n3fit's ``compute_hyperopt_metrics`` takes the
+    experimental one (validphys' ``dataset_inputs_covmat_from_systematics``), never t0, even
+    when the fit uses t0; so does hyperscan, or its figures would not be n3fit's."""
+    real = runcard.fit.data.real
+    if real is None or not real.t0:
+        return problem.covmat
+    data = runcard.fit.data.model_copy(update={"real": real.model_copy(update={"t0": False})})
+    experimental = load_problem(runcard.fit.model_copy(update={"data": data}))
+    assert experimental.names == problem.names, "the same data in another order"
+    return experimental.covmat
+
+
+def _finite(value: float, digits: int = 9) -> float | None:
+    """``digits`` significant digits (9: as the other ensemble figures), None where not
+    finite."""
+    return float(f"{value:.{digits}g}") if np.isfinite(value) else None
 
 
 def _member(result: FitResult, m: int) -> str:

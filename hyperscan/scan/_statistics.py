@@ -11,6 +11,17 @@ from hyperscan.runcard import ObjectiveSection
 
 QUANTILES = (0.16, 0.5, 0.84)
 
+#: Across folds: hyperscan's names and n3fit's (average_best is the average in n3fit 4.1.5).
+FOLD_STATISTICS = {
+    "mean": np.mean,
+    "median": np.median,
+    "max": np.max,
+    "average": np.mean,
+    "average_best": np.mean,
+    "best_worst": np.max,
+    "std": np.std,
+}
+
 
 def replica_statistic(chi2: np.ndarray, objective: ObjectiveSection) -> float:
     """One fold's replicas (R,) → the objective's statistic (a non-finite value stays one)."""
@@ -30,11 +41,9 @@ def replica_statistic(chi2: np.ndarray, objective: ObjectiveSection) -> float:
 
 
 def fold_statistic(values: np.ndarray, objective: ObjectiveSection) -> float:
-    """The folds' values (F,), each a :func:`replica_statistic`, → the trial's value, by the
-    objective's own statistic across folds (``fold_statistic``), not the one across replicas."""
-    values = np.asarray(values, dtype=float)
-    reduce = {"mean": np.mean, "median": np.median, "max": np.max}[objective.fold_statistic]
-    return float(reduce(values))
+    """The folds' values (F,), each a fold's loss, → the trial's value, by the objective's own
+    statistic across folds (``fold_statistic``), not the one across replicas."""
+    return float(FOLD_STATISTICS[objective.fold_statistic](np.asarray(values, dtype=float)))
 
 
 def trial_value(chi2: np.ndarray, folds: np.ndarray, objective: ObjectiveSection) -> float:

@@ -13,6 +13,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
+from hyperscan.runcard import ObjectiveSection
 from hyperscan.scan._study import StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
@@ -65,6 +66,12 @@ class BestTrial:
     folds: dict[str, dict[str, float]] = field(default_factory=dict)
     #: The fit: members, diverged, pos_veto, seconds, threads, ...
     fit: dict[str, Any] = field(default_factory=dict)
+    #: What the value is, in words (:func:`objective_label`).
+    objective: str = ""
+    #: Whether the value is the χ² statistic of ``statistics`` (``loss: statistic``), not
+    #: an n3fit loss; ``chi2``: the χ² of ``statistics`` and ``folds``, validation or held_out.
+    value_is_statistic: bool = True
+    chi2: str = "validation"
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,28 @@ class StudyStatus:
         return data
 
 
+def objective_label(objective: ObjectiveSection, folds: int) -> str:
+    """A trial's value in words, as `study status` shows it above the best trial."""
+    across = f"{objective.fold_statistic} over {folds} folds" if folds else ""
+    if objective.loss == "statistic":
+        chi2 = "held-out" if objective.chi2 == "held_out" else "validation"
+        value = f"{objective.statistic} of the replicas' {chi2} chi2 per point"
+        return f"{value}, {across}" if across else value
+    best = f"best {objective.best_fraction:.0%} of the replicas"
+    per_fold = {
+        "chi2": f"n3fit's chi2 loss ({objective.replica_statistic} over the replicas)",
+        "phi2": f"n3fit's phi2 (phi{'²' if objective.phi_squared else ''} of the {best})",
+        "logp": f"n3fit's logp (of the {best})",
+        "chi2p": f"n3fit's chi2p (of the {best})",
+    }[objective.loss]
+    if objective.penalties_in_loss:
+        per_fold += " + penalties " + ", ".join(objective.penalties)
+    value = f"{per_fold}, {across}" if across else per_fold
+    if objective.loss == "phi2":
+        value = f"1 / ({value})"
+    return value + " + n3fit's fit-quality term"
+
+
 def study_status(setup: StudySetup) -> StudyStatus:
     """The status of a study. It reads the storage: callers read inside
     :func:`explained_storage_errors`."""
@@ -131,6 +160,9 @@ def study_status(setup: StudySetup) -> StudyStatus:
             replicas=dict(attrs.get("replicas", {})),
             folds=dict(attrs.get("folds", {})),
             fit=dict(attrs.get("fit", {})),
+            objective=objective_label(setup.runcard.scan.objective, len(setup.runcard.scan.folds)),
+            value_is_statistic=setup.runcard.scan.objective.loss == "statistic",
+            chi2=setup.runcard.scan.objective.chi2,
         )
     lost = set(stale_trial_ids(study))
     running = [
