@@ -13,11 +13,12 @@ real fit gains.
    of 3 calls of K = 100 steps, after a warm-up call, the two ways timed in alternation: the
    machines these sessions share are loaded by others, which only ever adds time.
 2. The real DIS runcard (studies/dis-nlo.yml) at `--replicas` replicas (default 100; at most
-   `--epochs` epochs, default the runcard's 5000), fitted with `training.compact` off, then on:
-   wall time of each fit (start-up, compilation and retracing included; the compacted fit's
-   retraces compile anew unless XLA's disk cache already holds their shapes), against the
-   ratio Σ epochs run / (R × the longest), the wall-time ratio ideal compaction approaches
-   (a fit costs as many member-steps as its members ran, and no more).
+   `--epochs` epochs, default the runcard's 5000), fitted with `training.compact` off and on,
+   `--pairs` times in alternation: wall time of each fit (start-up, compilation and retracing
+   included; a compaction compiles its loop anew unless XLA's disk cache holds its shape, as
+   it does from the second pair on), the batch sizes it went through, against the ratio
+   Σ epochs run / (R × the longest), which compaction into batches of exactly the running
+   members, at no cost, would reach (a fit would cost the member-steps its members ran).
 """
 
 from __future__ import annotations
@@ -100,8 +101,8 @@ def step_costs(members: int, repeats: int) -> None:
     print(f"\n1 of {members} running: {one:.1%} of a full step (target ≤ 10%: {verdict})")
 
 
-def dis_fits(replicas: int, epochs: int | None) -> None:
-    """Section 2: the real DIS fit with compaction off, then on."""
+def dis_fits(replicas: int, epochs: int | None, pairs: int) -> None:
+    """Section 2: the real DIS fit with compaction off and on, in alternation."""
     from hyperscan.data import load_problem
     from hyperscan.fit import run_fit
 
@@ -110,35 +111,74 @@ def dis_fits(replicas: int, epochs: int | None) -> None:
     if epochs is not None:
         update["epochs"] = epochs
     problem = load_problem(card)
-    print(f"\n## The real DIS fit ({DIS_RUNCARD.name}), {replicas} replicas")
-    print("\n| training.compact | wall time | training loop | Σ epochs / (R × longest) |")
-    print("|---|---|---|---|")
+    print(f"\n## The real DIS fit ({DIS_RUNCARD.name}), {replicas} replicas, {pairs} pairs")
+    print("\n| pair | training.compact | wall time | training loop | batches | ideal ratio |")
+    print("|---|---|---|---|---|---|")
+    walls: dict[bool, list[float]] = {False: [], True: []}
     results = {}
-    for compact in (False, True):
-        training = card.training.model_copy(update={"compact": compact})
-        variant = card.model_copy(update={**update, "training": training})
-        variant = FitRuncard.model_validate(variant.model_dump())
-        started = time.perf_counter()
-        result = run_fit(variant, problem=problem)
-        wall = time.perf_counter() - started
-        ran = np.where(result.stop_epoch >= 0, result.stop_epoch + 1, result.steps)
-        ratio = ran.sum() / (ran.size * ran.max())
-        results[compact] = (result, wall)
-        print(f"| {compact} | {wall:.1f} s | {result.training_seconds:.1f} s | {ratio:.3f} |")
-    (off, off_wall), (on, on_wall) = results[False], results[True]
+    for pair in range(1, pairs + 1):
+        for compact in (False, True):
+            training = card.training.model_copy(update={"compact": compact})
+            variant = card.model_copy(update={**update, "training": training})
+            variant = FitRuncard.model_validate(variant.model_dump())
+            started = time.perf_counter()
+            result = run_fit(variant, problem=problem)
+            wall = time.perf_counter() - started
+            walls[compact].append(wall)
+            results[compact] = result
+            ran = np.where(result.stop_epoch >= 0, result.stop_epoch + 1, result.steps)
+            ratio = ran.sum() / (ran.size * ran.max())
+            batches = " → ".join(str(b) for b in dict.fromkeys(r.batch for r in result.history))
+            print(
+                f"| {pair} | {compact} | {wall:.1f} s | {result.training_seconds:.1f} s "
+                f"| {batches} | {ratio:.3f} |"
+            )
+    off, on = results[False], results[True]
     same = (
         off.status == on.status
         and np.array_equal(off.stop_epoch, on.stop_epoch)
         and np.array_equal(off.best_epoch, on.best_epoch)
     )
     print(
-        f"\nwall time with ÷ without compaction: {on_wall / off_wall:.3f} "
-        f"(training loop {on.training_seconds / off.training_seconds:.3f}); "
-        f"ideal: {ratio:.3f}; statuses, stop and best epochs identical: {same}"
+        "\nwall time with ÷ without compaction, per pair: "
+        + ", ".join(f"{a / b:.3f}" for a, b in zip(walls[True], walls[False], strict=True))
+        + f"; ideal (Σ epochs run / (R × the longest)): {ratio:.3f}; power-of-two batches"
+        + f" from every sync on, at no cost: {_bucket_bound(off):.3f}"
+        + f"\nstatuses, stop and best epochs identical with and without: {same}"
     )
-    if not same:  # float32: a chaotic member may move by the batch's rounding
-        moved = np.flatnonzero(off.stop_epoch != on.stop_epoch)
-        print(f"members whose stop epoch moved: {moved.tolist()}")
+    if not same:  # float32: training amplifies the smaller batch's other rounding
+        moved = np.flatnonzero(
+            (off.stop_epoch != on.stop_epoch) | (off.best_epoch != on.best_epoch)
+        )
+        shift = np.abs(off.best_epoch[moved] - on.best_epoch[moved])
+        print(
+            f"members whose best or stop epoch moved: {moved.size} of {len(off.status)}, best "
+            f"epochs by {np.median(shift):.0f} (median) to {shift.max()} epochs"
+        )
+    for name in ("validation", "experimental"):
+        spread = [
+            (np.nanmean(r.chi2_per_point[name]), np.nanstd(r.chi2_per_point[name]))
+            for r in (off, on)
+        ]
+        print(
+            f"χ²/point {name}, mean ± std over the members, off against on: "
+            + " against ".join(f"{mean:.4f} ± {std:.4f}" for mean, std in spread)
+        )
+
+
+def _bucket_bound(result) -> float:
+    """The member-steps of a fit, as a share of R × its steps, had it moved into the
+    power-of-two batch of its running members at every sync, at no cost: the most that
+    compaction into `batch_size` buckets can save."""
+    from hyperscan.fit._trainer import batch_size
+
+    batch = members = len(result.status)
+    previous = total = 0
+    for report in result.history:
+        total += batch * (report.step - previous)
+        previous = report.step
+        batch = min(batch, batch_size(report.n_running))
+    return total / (members * previous)
 
 
 def main() -> None:
@@ -147,6 +187,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--replicas", type=int, default=100)
     parser.add_argument("--epochs", type=int, default=None, help="default: the runcard's")
+    parser.add_argument("--pairs", type=int, default=2, help="DIS fits off and on, alternated")
     parser.add_argument("--skip-dis", action="store_true", help="section 1 only")
     args = parser.parse_args()
     device = configure_tensorflow()
@@ -154,7 +195,7 @@ def main() -> None:
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {device}")
     step_costs(args.members, args.repeats)
     if not args.skip_dis:
-        dis_fits(args.replicas, args.epochs)
+        dis_fits(args.replicas, args.epochs, args.pairs)
 
 
 if __name__ == "__main__":

@@ -559,8 +559,8 @@ class TrainingSection(_Section):
     jit: Bool = True
     """XLA-compile the training loop."""
     compact: Bool = True
-    """Drop stopped members from the batch at a sync, once what it saves pays for retracing the
-    smaller loop; results are unchanged (docs/performance.md#members-leave-the-batch).
+    """Drop stopped members from the batch at a sync, once the steps it saves pay for tracing the
+    smaller loop (docs/architecture.md); the fit's results are unchanged.
     """
     threads: Annotated[Int, Field(ge=1, le=MAX_THREADS)] | None = None
     """CPU threads for TensorFlow (null: all cores); scan workers use it unless started with
