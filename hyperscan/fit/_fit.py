@@ -107,6 +107,7 @@ def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
         max_loss=runcard.divergence.max_loss,
         steps_per_call=runcard.training.steps_per_call,
         jit=runcard.training.jit,
+        compact=runcard.training.compact,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -16,7 +17,7 @@ from hyperscan.fit._optimizers import (
     variable_columns,
     variable_norms,
 )
-from hyperscan.model import TRAINING, VALIDATION, EnsembleModel
+from hyperscan.model import TRAINING, VALIDATION, EnsembleModel, MemberAxis, take_members
 from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL
 
 # Why a member diverged, recorded on device with its status.
@@ -32,6 +33,8 @@ DIVERGENCE_REASONS = {
 class TrainerSettings:
     """Per-member hyperparameters are (M,) arrays so that members may differ (packed trials)."""
 
+    member_axis: ClassVar[MemberAxis] = MemberAxis({"learning_rate": 0, "clipnorm": 0})
+
     optimizer: str
     learning_rate: np.ndarray  # (M,)
     clipnorm: np.ndarray  # (M,), inf for no clipping
@@ -44,6 +47,13 @@ class TrainerSettings:
     max_loss: float
     steps_per_call: int = 100
     jit: bool = True
+    # Drop stopped members from the batch at a sync (`Trainer.compact`) when the member-steps
+    # it saves, epochs left × members dropped, reach compaction_cost steps of the batch: what
+    # tracing and compiling the smaller loop costs (real DIS, R = 100: 6–8 s, ~500 steps; with
+    # the loop in XLA's disk cache, 0.5–0.7 s). A rule of counts, not of timings, so that a
+    # fit compacts at the same syncs, and rounds the same, every time it runs.
+    compact: bool = True
+    compaction_cost: float = 500.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class SyncReport:
     chi2: np.ndarray  # (M, 3) training, validation, held-out at the last step's weights
     chi2_per_point: np.ndarray  # (M, 3)
     status: np.ndarray  # (M,) RUNNING, STOPPED, DIVERGED
+    batch: int | None = None  # members in the device batch that ran these steps (≤ M)
 
     @property
     def n_running(self) -> int:
@@ -83,6 +94,12 @@ class Trainer:
     clipping and bookkeeping are a few kernels over all parameters, not a few per tensor.
     Between calls the state stays on the device in variables updated in place: a call passes
     only K in and the sync's χ² and status out, not the ~40 tensors of the state both ways.
+
+    Members leave the batch (issue #39): a stopped member still costs its row of every step,
+    so at a sync where enough members have stopped, `compact` moves the running ones into a
+    batch of the next power of two (topped up with stopped ones) and traces its loop anew; the
+    sizes recur from fit to fit, so XLA's cache has their loops. Everything the trainer
+    reports and returns is for all the model's members, in the model's order.
     """
 
     def __init__(
@@ -95,14 +112,6 @@ class Trainer:
         self.settings = settings
         dtype = model.dtype
         self._optimizer = make_optimizer(settings.optimizer)
-        self._lr = tf.constant(settings.learning_rate, dtype)
-        self._clipnorm = tf.constant(settings.clipnorm, dtype)
-        counts = model.points_per_category
-        self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
-        self._stopping_points = tf.constant(
-            np.where(counts[:, VALIDATION] > 0, counts[:, VALIDATION], counts[:, TRAINING]),
-            dtype,
-        )
         self._shapes = [p.shape[1:] for p in initial_params]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
         self._columns = variable_columns(self._sizes, dtype)
@@ -127,15 +136,39 @@ class Trainer:
             "chi2": tf.zeros([members, 3], dtype),
         }
         self._dtypes = tf.nest.map_structure(lambda value: value.dtype, initial_state)
+        # The final state of the members that left the batch, (M, ...) numpy in the model's
+        # order (the rows of the batch's members are stale); None while all are in the batch.
+        self._left: dict | None = None
+        self._load(np.arange(members), initial_state)
+
+    def _load(self, members: np.ndarray, state: dict) -> None:
+        """Make `members` (indices into the model's) the batch, with `state` their state:
+        their rows of the model and the settings, the state's variables, the compiled loop."""
+        everyone = np.array_equal(members, np.arange(self.model.n_members))
+        self._members = members
+        self._batch_model = self.model if everyone else self.model.select(members)
+        self._batch_settings = self.settings if everyone else take_members(self.settings, members)
+        dtype = self.model.dtype
+        self._lr = tf.constant(self._batch_settings.learning_rate, dtype)
+        self._clipnorm = tf.constant(self._batch_settings.clipnorm, dtype)
+        counts = self._batch_model.points_per_category
+        self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
+        self._stopping_points = tf.constant(
+            np.where(counts[:, VALIDATION] > 0, counts[:, VALIDATION], counts[:, TRAINING]),
+            dtype,
+        )
         self._variables = tf.nest.map_structure(
-            lambda value: tf.Variable(_stored(value), trainable=False), initial_state
+            lambda value: tf.Variable(_stored(tf.convert_to_tensor(value)), trainable=False),
+            state,
         )
         # Calls go through the concrete function: a tf.function call matches its arguments and
         # captured variables against its traces first, which cost more host time than the call
         # itself. The tf.function stays public so its compiled HLO can be inspected. The loop
         # is written in TensorFlow's own control flow, so AutoGraph, which would rewrite the
         # source of every function it calls, is off: it took seconds of every worker's start.
-        self.steps_function = tf.function(self._steps, jit_compile=settings.jit, autograph=False)
+        self.steps_function = tf.function(
+            self._steps, jit_compile=self.settings.jit, autograph=False
+        )
         self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
 
     def _split(self, flat: tf.Tensor) -> list[tf.Tensor]:
@@ -147,19 +180,67 @@ class Trainer:
         ]
 
     def parameters(self) -> list[np.ndarray]:
-        """The current parameters (not the best ones), (M, ...) each."""
-        return [p.numpy() for p in self._split(self._variables["params"])]
+        """The current parameters (not the best ones) of all members, (M, ...) each."""
+        return [p.numpy() for p in self._split(tf.constant(self._all_members()["params"]))]
+
+    @property
+    def members(self) -> np.ndarray:
+        """The batch's members, as indices into the model's: all of them until `compact`."""
+        return self._members
 
     @property
     def variables(self) -> dict:
-        """The state's device variables by name, as the compiled loop reads and updates them
-        (benchmarks/xla_bundle.py exports them with the loop)."""
+        """The batch's state as device variables by name, as the compiled loop reads and
+        updates them (benchmarks/xla_bundle.py exports them with the loop)."""
         return self._variables
 
     @property
     def state(self) -> dict:
-        """The current state as a nest of tensors (a snapshot, not the variables)."""
+        """The batch's current state as a nest of tensors (a snapshot, not the variables)."""
         return tf.nest.map_structure(tf.cast, self._variables, self._dtypes)
+
+    def _all_members(self) -> dict:
+        """The current state of all members, in the model's order, as numpy."""
+        batch = tf.nest.map_structure(lambda value: value.numpy(), self.state)
+        if self._left is None:
+            return batch
+        return tf.nest.map_structure(self._in_model_order, self._left, batch)
+
+    def _in_model_order(self, left: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """The batch's rows of a state entry put back among those of the members that left."""
+        if batch.ndim == 0:  # the step counter, shared
+            return batch
+        merged = left.copy()
+        merged[self._members] = batch
+        return merged
+
+    def compact(self) -> bool:
+        """Move the running members into the smallest power-of-two batch that holds them,
+        topped up with stopped or diverged ones; False if that batch is no smaller.
+
+        Frozen members keep their state whichever batch they are in, and a member's
+        computation never involves another's, so the fit's results do not change, up to the
+        rounding of the batch's products (tested: tests/fit/test_compaction.py).
+        """
+        state = tf.nest.map_structure(lambda value: value.numpy(), self.state)
+        running = state["status"] == RUNNING
+        size = batch_size(int(running.sum()))
+        if not running.any() or size >= len(self._members):
+            return False
+        top_up = np.flatnonzero(~running)[: size - int(running.sum())]
+        keep = np.sort(np.concatenate([np.flatnonzero(running), top_up]))
+        self._left = self._all_members()
+        kept = tf.nest.map_structure(lambda value: value if value.ndim == 0 else value[keep], state)
+        self._load(self._members[keep], kept)
+        return True
+
+    def _compaction_pays(self, report: SyncReport) -> bool:
+        """Whether the member-steps a compaction saves pay for tracing the smaller loop."""
+        cfg = self.settings
+        batch = len(self._members)
+        dropped = batch - batch_size(report.n_running)
+        saved = (cfg.epochs - report.step) * dropped
+        return cfg.compact and report.n_running > 0 and saved >= cfg.compaction_cost * batch
 
     def _steps(self, n_steps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         def running(i, s):
@@ -180,7 +261,10 @@ class Trainer:
         # for debugging and for the test that the compiled loop equals the eager one.
         run = self._steps if tf.config.functions_run_eagerly() else self._run_steps
         step, chi2, status = run(tf.constant(n_steps, tf.int32))
-        chi2 = chi2.numpy()
+        chi2, status = chi2.numpy(), status.numpy()
+        if self._left is not None:
+            chi2 = self._in_model_order(self._left["chi2"], chi2)
+            status = self._in_model_order(self._left["status"], status)
         points = self.model.points_per_category
         return SyncReport(
             step=int(step),
@@ -188,16 +272,17 @@ class Trainer:
             # NaN for a category a member has no point in (held-out without folds), as the
             # fit's results say null there, not 0.
             chi2_per_point=np.where(points > 0, chi2 / np.maximum(points, 1), np.nan),
-            status=status.numpy(),
+            status=status,
+            batch=len(self._members),
         )
 
     def _step(self, s: dict) -> dict:
-        cfg = self.settings
+        cfg = self._batch_settings
         params = s["params"]
         active = s["status"] == RUNNING
         with tf.GradientTape() as tape:
             tape.watch(params)
-            observables = self.model.observables(self._split(params), s["lam"])
+            observables = self._batch_model.observables(self._split(params), s["lam"])
             loss = observables.loss
             # Members' parameters are disjoint, so d(Σ loss)/dθ_m = dloss_m/dθ_m, and a
             # non-finite member cannot leak into the others' gradients.
@@ -285,7 +370,9 @@ class Trainer:
                 break
             if finished:
                 break
-        state = tf.nest.map_structure(lambda value: value.numpy(), self.state)
+            if self._compaction_pays(report):
+                self.compact()
+        state = self._all_members()
         best_step = state["best_step"]
         restore = best_step >= 0
         best = np.where(restore[:, None], state["best_params"], state["params"])
@@ -299,6 +386,12 @@ class Trainer:
             interrupted=interrupted,
             history=history,
         )
+
+
+def batch_size(running: int) -> int:
+    """The batch that holds `running` members after a compaction: the next power of two, so
+    that fits meet the same few shapes and find their compiled loops in XLA's cache."""
+    return 1 << max(running - 1, 0).bit_length()
 
 
 def _stored(value: tf.Tensor) -> tf.Tensor:

@@ -8,6 +8,7 @@ from hyperscan.model._ensemble import (
     Observables,
     preprocessing,
 )
+from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import ACTIVATIONS, initial_weights
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 
@@ -18,10 +19,12 @@ __all__ = [
     "VALENCE_SUM_RULES",
     "VALIDATION",
     "EnsembleModel",
+    "MemberAxis",
     "MemberInputs",
     "Observables",
     "Quadrature",
     "initial_weights",
     "preprocessing",
     "sum_rule_quadrature",
+    "take_members",
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from hyperscan.model._linalg import (
     largest_eigenvalue,
     spd_inverse,
 )
+from hyperscan.model._member_axis import MemberAxis
 
 TRAINING, VALIDATION, HELD_OUT = 0, 1, 2
 N_CATEGORIES = 3
@@ -46,6 +48,8 @@ NUISANCE_MAX_RANK_SHARE = 0.25
 class DirectTerm:
     """χ² of one category over one block, direct: |L_SS⁻¹ r_S|² per member."""
 
+    member_axis: ClassVar[MemberAxis] = MemberAxis({"indices": 0, "factors": 0})
+
     category: int
     indices: np.ndarray  # (M, d) block-local index of each of S; padding points anywhere
     factors: np.ndarray  # (M, d, d) L_SS⁻¹, zero rows and columns for padding
@@ -54,6 +58,10 @@ class DirectTerm:
 @dataclass(frozen=True)
 class ComplementTerm:
     """χ² of one category over one block, via the minimum over the points T outside S."""
+
+    member_axis: ClassVar[MemberAxis] = MemberAxis(
+        {"mask": 0, "indices": 0, "targets": 0, "regression": 0}
+    )
 
     category: int
     mask: np.ndarray  # (M, n) 1 on S, 0 elsewhere (and for members using the direct way)
@@ -64,6 +72,10 @@ class ComplementTerm:
 
 @dataclass(frozen=True)
 class DenseBlock:
+    """A correlated block whose χ² is computed densely, each category its way."""
+
+    member_axis: ClassVar[MemberAxis] = MemberAxis(nested=("direct", "complement"))
+
     start: int
     stop: int
     whitening_t: np.ndarray  # (n, n) Gᵀ = L⁻ᵀ, shared by all members
@@ -84,6 +96,8 @@ class DenseBlock:
 class DiagonalRun:
     """Consecutive points with a diagonal covariance."""
 
+    member_axis: ClassVar[MemberAxis] = MemberAxis()
+
     start: int
     stop: int
     inverse_sigma: np.ndarray  # (n,)
@@ -95,6 +109,8 @@ class DiagonalRun:
 @dataclass(frozen=True)
 class NuisanceBlock:
     """χ² per category of a block with few systematics, as the minimum over nuisances λ."""
+
+    member_axis: ClassVar[MemberAxis] = MemberAxis({"kernel_inverse": 1})
 
     start: int
     stop: int
@@ -114,6 +130,8 @@ class NuisanceBlock:
 @dataclass(frozen=True)
 class Whitening:
     """Everything χ² per category needs, in float64 numpy: segments covering 0..N in order."""
+
+    member_axis: ClassVar[MemberAxis] = MemberAxis({"categories": 0}, nested=("segments",))
 
     segments: tuple[DiagonalRun | DenseBlock | NuisanceBlock, ...]
     categories: np.ndarray  # (M, N) each member's category of each point

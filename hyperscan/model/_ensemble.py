@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import tensorflow as tf
@@ -11,6 +12,7 @@ import tensorflow as tf
 from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
 from hyperscan.model._chi2 import Chi2
 from hyperscan.model._chi2_plan import TRAINING, whitening
+from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import forward, network_features
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 
@@ -70,6 +72,13 @@ class EnsembleModel:
     carry them as loop variables.
     """
 
+    # The χ² (_chi2) is not taken but rebuilt from the taken plan by `select`: its scatter
+    # indices name members.
+    member_axis: ClassVar[MemberAxis] = MemberAxis(
+        {"alpha": 0, "beta": 0, "points_per_category": 0, "_preprocessing": 0, "_data": 0},
+        nested=("_whitening",),
+    )
+
     def __init__(
         self,
         problem: Problem,
@@ -116,9 +125,23 @@ class EnsembleModel:
                 for block in blocks
             ]
         )
-        setup = whitening(problem.covmat, blocks, members.categories, systematics=systematics)
-        self._chi2 = Chi2(setup, dtype)
-        self.points_per_category = setup.points_per_category  # (M, 3)
+        self._whitening = whitening(
+            problem.covmat, blocks, members.categories, systematics=systematics
+        )
+        self._chi2 = Chi2(self._whitening, dtype)
+        self.points_per_category = self._whitening.points_per_category  # (M, 3)
+
+    def select(self, members: np.ndarray) -> EnsembleModel:
+        """The model of `members` alone (indices into this model's, in that order), sharing
+        its constants: the smaller batch of a fit whose other members stopped (issue #39).
+
+        The χ² plan is taken member by member, not planned anew for the fewer members, so each
+        member's χ² is computed the same way (same factors, same padding) in either batch.
+        """
+        chosen = take_members(self, members)
+        chosen.n_members = len(members)
+        chosen._chi2 = Chi2(chosen._whitening, self.dtype)
+        return chosen
 
     def _constant(self, value: np.ndarray) -> tf.Tensor:
         return tf.constant(value, dtype=self.dtype)

@@ -558,6 +558,10 @@ class TrainingSection(_Section):
     """float32 or float64."""
     jit: Bool = True
     """XLA-compile the training loop."""
+    compact: Bool = True
+    """Drop stopped members from the batch at a sync, once the steps it saves pay for tracing the
+    smaller loop (docs/architecture.md); the fit's results are unchanged.
+    """
     threads: Annotated[Int, Field(ge=1, le=MAX_THREADS)] | None = None
     """CPU threads for TensorFlow (null: all cores); scan workers use it unless started with
     `--threads`. Training is chaotic enough that the summation order a thread count implies shows
