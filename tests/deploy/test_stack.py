@@ -216,6 +216,11 @@ def test_the_stack_scans_resumes_and_survives_a_killed_worker(stack):
         last = repeats[last][0]
     assert trials[last].state in FINISHED, f"trial {killed_trial}'s last retry {last} unfinished"
 
+    # Two workers with one process id (in their containers) still draw apart; retries repeat.
+    again = {retry for retry, _ in retries(trials).values()}
+    drawn = [tuple(sorted(t.params.items())) for t in trials if t.number not in again]
+    assert len(set(drawn)) == len(drawn), "two workers drew the same trial"
+
     # The workers see the budget spent and exit 0; then the export writes the best runcard.
     stack.wait_for("the workers exited", lambda: not stack.running("worker"))
     stack("up", "--detach", "export")
