@@ -42,13 +42,6 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _outward_address() -> str:
-    """This host's address on its default route (a UDP 'connect' sends nothing)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.connect(("192.0.2.1", 9))  # TEST-NET-1: routed like the internet, never reached
-        return probe.getsockname()[0]
-
-
 def _compose_command(skip_or_fail_on_ci: Callable) -> list[str]:
     """`docker compose` (v2) where the plugin is installed, else Debian's `docker-compose` (v1)."""
     if shutil.which("docker") is None:
@@ -114,6 +107,17 @@ class Stack:
 
     def containers(self, service: str) -> list[str]:
         return self("ps", "--quiet", service).split()
+
+    def host_address(self) -> str:
+        """This host's address on the project's network: not loopback, and there on any host
+        (a port published on all addresses would answer on it)."""
+        return subprocess.run(
+            ["docker", "network", "inspect", f"{self.project}_default", "--format"]
+            + ["{{(index .IPAM.Config 0).Gateway}}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
 
     @property
     def storage(self) -> str:
@@ -231,8 +235,10 @@ def test_the_stack_scans_resumes_and_survives_a_killed_worker(stack):
     # The dashboard answers on this host's loopback, and only there.
     page = urllib.request.urlopen(f"http://127.0.0.1:{stack.dashboard_port}/", timeout=10)
     assert page.status == 200
+    elsewhere = stack.host_address()
+    assert elsewhere and not elsewhere.startswith("127.")
     with pytest.raises(OSError):
-        socket.create_connection((_outward_address(), stack.dashboard_port), timeout=5).close()
+        socket.create_connection((elsewhere, stack.dashboard_port), timeout=5).close()
 
     # PostgreSQL asks for the password from the environment.
     with pytest.raises(psycopg2.OperationalError, match="password authentication failed"):
