@@ -132,14 +132,18 @@ class Stack:
         finally:
             storage.engine.dispose()
 
-    def running(self, service: str) -> list[str]:
+    def exit_codes(self, service: str) -> list[int] | None:
+        """The exit codes of the service's containers; None while one of them runs."""
         states = subprocess.run(
-            ["docker", "inspect", "--format", "{{.State.Running}}", *self.containers(service)],
+            ["docker", "inspect", "--format", "{{.State.Running}} {{.State.ExitCode}}"]
+            + self.containers(service),
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.split()
-        return [state for state in states if state == "true"]
+        ).stdout.splitlines()
+        if any(state.startswith("true") for state in states):
+            return None
+        return [int(state.split()[1]) for state in states]
 
     def wait_for(self, what: str, check: Callable[[], object], timeout: float = 600) -> object:
         """Poll ``check`` until it returns something true; fail with the workers' logs."""
@@ -226,7 +230,7 @@ def test_the_stack_scans_resumes_and_survives_a_killed_worker(stack):
     assert len(set(drawn)) == len(drawn), "two workers drew the same trial"
 
     # The workers see the budget spent and exit 0; then the export writes the best runcard.
-    stack.wait_for("the workers exited", lambda: not stack.running("worker"))
+    assert stack.wait_for("the workers exited", lambda: stack.exit_codes("worker")) == [0, 0]
     stack("up", "--detach", "export")
     best = stack.results / f"{STUDY}-best.yml"
     stack.wait_for(f"{best.name} written to the mounted folder", best.is_file)
