@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import statistics
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 
@@ -76,10 +78,14 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
 
 
 def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
-    """The process id; or, for a numbered worker, its number and the trials the study holds
-    when it starts: a new study draws the same trials again, a resumed one new ones."""
+    """The process id and the host; or, for a numbered worker, its number and the trials the
+    study holds when it starts: a new study draws the same trials again, a resumed one new ones.
+
+    The host too, because the workers of `docker compose --scale` all run as the same process
+    id in their containers (and would draw the very same trials; issue 43), as cluster nodes'
+    workers may."""
     if number is None:
-        return (os.getpid(),)
+        return (os.getpid(), zlib.crc32(socket.gethostname().encode()))
     return (number, len(study.get_trials(deepcopy=False)))
 
 

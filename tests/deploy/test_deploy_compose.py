@@ -149,6 +149,28 @@ def test_the_gpu_override_reserves_a_gpu_for_the_worker(deploy):
     assert worker["depends_on"]["study-create"]["condition"] == "service_completed_successfully"
 
 
+def test_the_base_images_are_the_official_ones_unless_the_environment_names_others(deploy):
+    """docker/local-base.sh's stand-ins come in through HYPERSCAN_*_IMAGE; users get the
+    official images; Compose v1 (Debian's docker-compose) reads the file: no top-level name."""
+    assert "name" not in deploy.raw()
+    official = {
+        "HYPERSCAN_PYTHON_IMAGE": "python:3.11-slim",
+        "HYPERSCAN_POSTGRES_IMAGE": "postgres:17",
+        "HYPERSCAN_TENSORFLOW_IMAGE": "tensorflow/tensorflow:2.21.0-gpu",
+    }
+    local = {variable: f"local/{variable.lower()}" for variable in official}
+    for images in (official, local):
+        env = images if images is local else {}
+        document = deploy.compose(env)
+        assert document["services"]["postgres"]["image"] == images["HYPERSCAN_POSTGRES_IMAGE"]
+        for name, service in deploy.hyperscan_services(document).items():
+            assert service["build"]["args"]["BASE_IMAGE"] == images["HYPERSCAN_PYTHON_IMAGE"]
+            assert service["init"] is True, name  # signals reach hyperscan; zombies reaped
+        gpu_worker = deploy.compose(env, gpu=True)["services"]["worker"]
+        assert gpu_worker["build"]["args"]["BASE_IMAGE"] == images["HYPERSCAN_TENSORFLOW_IMAGE"]
+    assert deploy.env_example()["COMPOSE_PROJECT_NAME"] == "hyperscan"  # volume names kept
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -41,7 +41,12 @@ def _git_files(deploy, skip_or_fail_on_ci) -> list[str]:
 @pytest.mark.parametrize("kind", ["cpu", "gpu"])
 def test_dockerfile_copies_files_that_exist_and_the_context_lets_in(deploy, kind):
     instructions = deploy.dockerfile_instructions(deploy.dockerfiles[kind])
-    copies = [i for i in instructions if i.keyword in ("COPY", "ADD")]
+    # COPY --from copies from the Dockerfile's own `requirements` stage, not the context.
+    copies = [
+        i
+        for i in instructions
+        if i.keyword in ("COPY", "ADD") and "--from=requirements" not in i.arguments
+    ]
     assert copies
     for instruction in copies:
         assert "--from" not in instruction.arguments
@@ -70,10 +75,26 @@ def test_dockerfile_installs_hyperscan_runs_it_as_a_user_and_bakes_in_no_secret(
         if i.keyword == "ARG"
         for name, _, default in [i.arguments.partition("=")]
     }
-    (base,) = [i.arguments for i in instructions if i.keyword == "FROM"]
-    base = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base)
-    assert base == BASES[kind]
-    assert any(i.keyword == "RUN" and "pip install ." in i.arguments for i in instructions)
+    # Both stages (the dependency list, the image) start from the base image.
+    bases = [i.arguments.split()[0] for i in instructions if i.keyword == "FROM"]
+    bases = {re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], base) for base in bases}
+    assert bases == {BASES[kind]}
+
+    # Two install layers: pyproject's dependencies (listed by the first stage) before the code
+    # is copied (a code change keeps that layer cached), then hyperscan itself without them.
+    def first(text: str, keyword: str = "RUN") -> int:
+        (found, *_) = [
+            n for n, i in enumerate(instructions) if i.keyword == keyword and text in i.arguments
+        ]
+        return found
+
+    listed = first("['project']['dependencies']")
+    image = max(n for n, i in enumerate(instructions) if i.keyword == "FROM")
+    received = first("--from=requirements /tmp/requirements.txt", "COPY")
+    deps = first("pip install -r /tmp/requirements.txt")
+    code = first("hyperscan", "COPY")
+    package = first("pip install --no-deps .")
+    assert listed < image < received < deps < code < package
     assert json.loads(next(i.arguments for i in instructions if i.keyword == "ENTRYPOINT")) == [
         "hyperscan"
     ]

@@ -238,7 +238,8 @@ def test_sigterm_requeues_the_running_trial(url, tmp_path, workers):
 def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
     """A diverging replica trashes its trial (PRUNED + reason); the worker goes on; export never
     picks a trashed trial; status lists them. Workers salt the sampler seed with their process
-    id, so the first two trials are enqueued (one diverging, one not) to make both certain."""
+    id and host, so the first two trials are enqueued (one diverging, one not) to make both
+    certain."""
     budget = 4
     card = scan_card(scan={"trials": budget, "space": {"optimizer": SGD_DIVERGING | ADAM}})
     create(write_card(tmp_path / "scan.yml", card), url, "diverge")
@@ -299,3 +300,19 @@ def test_diverging_trials_are_trashed_with_their_reason(url, tmp_path, workers):
         running = study.ask()  # values not drawn yet: nothing to export
     refused = assert_clean_failure(cli(*args, "--trial", running.number))
     assert f"trial {running.number} of study 'diverge' is running: only a complete" in refused
+
+
+def test_workers_with_one_process_id_on_two_hosts_salt_their_samplers_apart(monkeypatch):
+    """Compose's scaled workers all run as the same process id in their containers (as workers
+    on cluster nodes may): the host name keeps their seeded samplers apart."""
+    import socket
+
+    from hyperscan.scan._worker import _salt
+
+    monkeypatch.setattr(os, "getpid", lambda: 7)
+    salts = []
+    for host in ("3f2a9c1d0b7e", "8f7f371bb73f"):
+        monkeypatch.setattr(socket, "gethostname", lambda host=host: host)
+        salts.append(_salt(optuna.create_study(), None))
+    assert salts[0] != salts[1]
+    assert _salt(optuna.create_study(), None) == salts[1]  # the same process: the same salt
