@@ -72,11 +72,12 @@ class EnsembleModel:
     carry them as loop variables.
     """
 
-    # The χ² (_chi2) is not taken but rebuilt from the taken plan by `select`: its scatter
-    # indices name members.
+    # The χ² (_chi2) is not taken but rebuilt from the taken plan (`_members_taken`): its
+    # scatter indices name members.
     member_axis: ClassVar[MemberAxis] = MemberAxis(
         {"alpha": 0, "beta": 0, "points_per_category": 0, "_preprocessing": 0, "_data": 0},
         nested=("_whitening",),
+        then="_members_taken",
     )
 
     def __init__(
@@ -138,10 +139,12 @@ class EnsembleModel:
         The χ² plan is taken member by member, not planned anew for the fewer members, so each
         member's χ² is computed the same way (same factors, same padding) in either batch.
         """
-        chosen = take_members(self, members)
-        chosen.n_members = len(members)
-        chosen._chi2 = Chi2(chosen._whitening, self.dtype)
-        return chosen
+        return take_members(self, members)
+
+    def _members_taken(self, members: np.ndarray) -> None:
+        """What derives from the taken arrays, set on the copy `take_members` made."""
+        self.n_members = len(members)
+        self._chi2 = Chi2(self._whitening, self.dtype)
 
     def _constant(self, value: np.ndarray) -> tf.Tensor:
         return tf.constant(value, dtype=self.dtype)

@@ -27,10 +27,13 @@ class MemberAxis:
 
     arrays: attribute name → the axis of its members, for numpy arrays and TF tensors.
     nested: attributes holding objects (or tuples of objects) that declare their own.
+    then: a method of the copy to call with the members taken, for what derives from the
+        taken arrays (so no caller reaches into the copy's private state).
     """
 
     arrays: Mapping[str, int] = field(default_factory=dict)
     nested: tuple[str, ...] = ()
+    then: str | None = None
 
 
 def take_members(obj: T, members: np.ndarray) -> T:
@@ -51,6 +54,8 @@ def take_members(obj: T, members: np.ndarray) -> T:
         object.__setattr__(taken, name, _take(getattr(obj, name), members, axis))
     for name in declared.nested:
         object.__setattr__(taken, name, take_members(getattr(obj, name), members))
+    if declared.then is not None:
+        getattr(taken, declared.then)(members)
     return taken
 
 

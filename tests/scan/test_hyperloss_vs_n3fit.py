@@ -130,6 +130,19 @@ def _members(case: dict, k: int) -> dict[str, np.ndarray]:
     return all_penalties(case["xf8"], case["best_epoch"], EPOCHS, PATIENCE, case["validation"][k])
 
 
+def _fold_record(case: dict, k: int) -> dict:
+    """hyperscan's ensemble metrics of fold k, on the points it scores."""
+    problem, points = case["problem"], _points(case, k)
+    return fold_record(
+        case["predictions"][:, points],
+        problem.central[points],
+        problem.covmat[np.ix_(points, points)],
+        case["validation"][k],
+        case["experimental"][k],
+        PROPORTION,
+    )
+
+
 def test_the_data_and_covariance_are_validphys_s(case: dict) -> None:
     problem = case["problem"]
     for k, fold in enumerate(case["answer"]["folds"]):
@@ -144,14 +157,7 @@ def test_phi_logp_chi2p_and_the_fitted_chi2_agree_with_compute_hyperopt_metrics(
     problem = case["problem"]
     for k, fold in enumerate(case["answer"]["folds"]):
         points = _points(case, k)
-        record = fold_record(
-            case["predictions"][:, points],
-            problem.central[points],
-            problem.covmat[np.ix_(points, points)],
-            case["validation"][k],
-            case["experimental"][k],
-            PROPORTION,
-        )
+        record = _fold_record(case, k)
         assert record["replicas"] == 5
         # n3fit's code calls φ "phi2"
         assert record["phi"] == pytest.approx(fold["phi2"], rel=RTOL)
@@ -175,17 +181,8 @@ def test_the_penalties_agree_with_n3fit_s(case: dict) -> None:
 
 
 def test_every_fold_loss_agrees_with_hyperloss(case: dict) -> None:
-    problem = case["problem"]
     for k, fold in enumerate(case["answer"]["folds"]):
-        points = _points(case, k)
-        record = fold_record(
-            case["predictions"][:, points],
-            problem.central[points],
-            problem.covmat[np.ix_(points, points)],
-            case["validation"][k],
-            case["experimental"][k],
-            PROPORTION,
-        )
+        record = _fold_record(case, k)
         for loss in N3FIT_LOSSES:
             for statistic in REPLICA_STATISTICS:
                 for in_loss in (False, True):
