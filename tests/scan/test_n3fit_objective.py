@@ -12,6 +12,7 @@ import numpy as np
 import optuna
 import pytest
 from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
+from _stand_in import stand_in_result
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
@@ -154,31 +155,16 @@ def fake_fit(card: FitRuncard, *, problem, on_sync=None, **_: object) -> FitResu
     validation = np.array([1.0, 1.1, 1.2, 1.3] * len(FOLDS))
     small_x = np.zeros((m, SMALL_X.size, 8))
     small_x[:, 3:, column("Sigma")] = np.log10(SMALL_X[3:])  # slope 1, g flat
-    return FitResult(
-        replicas=np.array([s.replica for s in members]),
-        folds=np.array([s.fold for s in members]),
-        status=["ok"] * m,
-        best_epoch=np.full(m, 400),
-        stop_epoch=np.full(m, -1),
-        divergence=[""] * m,
+    return stand_in_result(
+        members,
         chi2_per_point={
             "training": validation,
             "validation": validation,
             "held_out": np.full(m, 3.0),
             "experimental": np.full(m, 3.0),
         },
-        dataset_names=[],
-        dataset_chi2_per_point=np.zeros((m, 0)),
         predictions=problem.central + offsets[:, None] * sigma,
-        steps=100,
-        seconds=0.001,
-        training_seconds=0.001,
-        interrupted=False,
-        pdf_x=np.zeros(0),
-        pdf=np.zeros((m, 0, 8)),
-        grid_x=np.zeros(0),
-        grid_pdf=np.zeros((m, 0, 8)),
-        params=[],
+        best_epoch=400,
         small_x_pdf=small_x,
     )
 

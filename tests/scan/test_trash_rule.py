@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 import pytest
+from _stand_in import stand_in_result
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
@@ -84,31 +85,19 @@ def fake_fit(
     if x > BOUNDARY:
         status[0], divergence[0], stop[0] = "diverged", REASON, DIVERGED_EPOCH
         chi2[0] = predictions[0] = np.nan
-    return FitResult(
-        replicas=np.array([spec.replica for spec in members]),
-        folds=np.array([spec.fold for spec in members]),
-        status=status,
-        best_epoch=np.full(m, 10),
-        stop_epoch=stop,
-        divergence=divergence,
+    return stand_in_result(
+        members,
         chi2_per_point={
             "training": chi2,
             "validation": chi2,
             "held_out": np.full(m, np.nan),
             "experimental": chi2,
         },
-        dataset_names=[],
-        dataset_chi2_per_point=np.zeros((m, 0)),
         predictions=predictions,
-        steps=100,
-        seconds=0.001,
-        training_seconds=0.001,
-        interrupted=False,
-        pdf_x=np.zeros(0),
-        pdf=np.zeros((m, 0, 8)),
-        grid_x=np.zeros(0),
-        grid_pdf=np.zeros((m, 0, 8)),
-        params=[],
+        best_epoch=10,
+        status=status,
+        stop_epoch=stop,
+        divergence=divergence,
     )
 
 
