@@ -37,6 +37,7 @@ import numpy as np
 
 from hyperscan.cli._tensorflow import configure_tensorflow
 from hyperscan.runcard import FitRuncard, load_fit_runcard
+from hyperscan.scan import closure_estimators as shared_estimators
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-closure.yml"
 
@@ -44,30 +45,16 @@ STUDY = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-closure.yml"
 def closure_estimators(
     predictions: np.ndarray, truth: np.ndarray, covmat: np.ndarray
 ) -> dict[str, float]:
-    """NNPDF closure estimators of one fit: predictions (replicas, N), truth (N,), C (N, N)."""
-    n = truth.shape[0]
-    mean = predictions.mean(axis=0)
-    lower = np.linalg.cholesky(covmat)
-
-    def chi2(residuals: np.ndarray) -> np.ndarray:  # (..., N) -> (...)
-        z = np.linalg.solve(lower, np.atleast_2d(residuals).T)
-        return (z * z).sum(axis=0) / n
-
-    bias = float(chi2(mean - truth)[0])
-    variance = float(np.mean(chi2(predictions - mean)))
-    ratio = math.sqrt(bias / variance)
-    _, vectors = np.linalg.eigh(covmat)
-    delta = vectors.T @ (mean - truth)
-    sigma = (predictions - mean) @ vectors
-    sigma = np.sqrt(np.mean(sigma * sigma, axis=0))
-    point_sigma = predictions.std(axis=0)
+    """NNPDF closure estimators of one fit (hyperscan.scan's, which a scan's trials store):
+    predictions (replicas, N), truth (N,), C (N, N)."""
+    found = shared_estimators(predictions, truth, covmat)
     return {
-        "bias": bias,
-        "variance": variance,
-        "R_bv": ratio,
-        "xi_1sigma": float(np.mean(np.abs(delta) < sigma)),
-        "xi_1sigma_expected": math.erf(1.0 / (math.sqrt(2.0) * ratio)),
-        "xi_1sigma_points": float(np.mean(np.abs(mean - truth) < point_sigma)),
+        "bias": found.bias,
+        "variance": found.variance,
+        "R_bv": found.rbv,
+        "xi_1sigma": found.xi1sigma,
+        "xi_1sigma_expected": found.xi1sigma_expected,
+        "xi_1sigma_points": found.xi1sigma_points,
     }
 
 

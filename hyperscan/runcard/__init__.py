@@ -13,6 +13,7 @@ from ._load import (
     runcard_from_dict,
 )
 from ._scan import (
+    CLOSURE_LOSSES,
     N3FIT_LOSSES,
     PENALTIES,
     ObjectiveSection,
@@ -56,6 +57,7 @@ from ._space import (
 )
 
 __all__ = [
+    "CLOSURE_LOSSES",
     "DEFAULT_Q2MIN",
     "DEFAULT_W2MIN",
     "FLAVOURS",

@@ -44,6 +44,7 @@ from ._schema import (
 from ._space import Space
 
 __all__ = [
+    "CLOSURE_LOSSES",
     "N3FIT_LOSSES",
     "PENALTIES",
     "ObjectiveSection",
@@ -61,21 +62,30 @@ __all__ = [
 
 #: n3fit 4.1.5's hyperopt losses (``loss_type``), each a figure of a fold's ensemble.
 N3FIT_LOSSES = ("chi2", "phi2", "logp", "chi2p")
+#: The closure losses: NNPDF's closure estimators of a fold's ensemble against the known truth
+#: of closure data (built-in, or real FK tables with ``data.real.closure``).
+CLOSURE_LOSSES = ("bias", "variance", "rbv", "xi1sigma")
 #: n3fit's hyperopt penalties, stored per replica on every trial.
 PENALTIES = ("saturation", "patience", "integrability")
 
 
 class ObjectiveSection(_Section):
     """The loss of a trial: hyperscan's χ² statistic (a χ² per replica, reduced across
-    replicas, then across folds) or one of n3fit's hyperopt losses of each fold's ensemble."""
+    replicas, then across folds), one of n3fit's hyperopt losses of each fold's ensemble, or
+    a closure estimator of it."""
 
-    loss: Literal["statistic", "chi2", "phi2", "logp", "chi2p"] = "statistic"
+    loss: Literal[
+        "statistic", "chi2", "phi2", "logp", "chi2p", "bias", "variance", "rbv", "xi1sigma"
+    ] = "statistic"
     """`statistic`: hyperscan's χ² statistic (`chi2`, then `statistic` across replicas);
     n3fit 4.1.5's losses of each fold's ensemble (its best `best_fraction` of the replicas):
     `chi2` (n3fit's: validation χ² of the best replicas + max(held-out χ² of the best
     1 − best_fraction, 2) − 2), `phi2` (φ as n3fit's code computes it, maximised: the trial
     value is 1 / fold_statistic(φ)), `logp`, `chi2p` (docs/objectives.md). With n3fit's losses
     the trial value adds n3fit's fit-quality term, 100·elu(χ² of the fitted data − 1.2).
+    Closure data only (a known truth): `bias`, `variance`, `rbv` (|log R_bv|), `xi1sigma`
+    (|ξ₁σ − 0.6827|) of each fold's ensemble, `fold_statistic` over the folds, lower is better
+    (docs/objectives.md).
     """
     phi_squared: bool = False
     """`loss: phi2` with φ² per fold instead of φ: the loss as NNPDF's documentation writes it
@@ -119,11 +129,12 @@ class ObjectiveSection(_Section):
         value, not by presence: a stored runcard is dumped with every key."""
         problems: list[tuple[tuple[Any, ...], str]] = []
         n3fit = self.loss in N3FIT_LOSSES
-        if n3fit and self.statistic != "mean":
+        if (n3fit or self.loss in CLOSURE_LOSSES) and self.statistic != "mean":
             problems.append(
                 (
                     ("statistic",),
-                    f"is for loss 'statistic', not '{self.loss}' (use replica_statistic)",
+                    f"is for loss 'statistic', not '{self.loss}'"
+                    + (" (use replica_statistic)" if n3fit else ""),
                 )
             )
         if self.loss != "chi2" and self.replica_statistic != "average":
@@ -258,6 +269,14 @@ class ScanSection(_Section):
                     f"{self.objective.best_fraction:g} keeps {used}",
                 )
             )
+        if self.objective.loss in CLOSURE_LOSSES and self.replicas < 2:
+            problems.append(
+                (
+                    ("objective", "loss"),
+                    f"'{self.objective.loss}' is a closure estimator of a fold's replicas, whose "
+                    f"variance needs at least 2 of them: scan.replicas is {self.replicas}",
+                )
+            )
         for key, failed in (("max_diverged", "diverged"), ("max_pos_veto", "was vetoed")):
             limit = getattr(self.divergence, key)
             if limit is not None and limit >= self.members:
@@ -323,6 +342,17 @@ class ScanRuncard(_Section):
                 (
                     ("folds",),
                     "a scan's folds are part of its objective: give them as 'scan.folds'",
+                )
+            )
+        loss = self.scan.objective.loss
+        real = self.fit.data.real
+        if loss in CLOSURE_LOSSES and real is not None and real.closure is None:
+            problems.append(
+                (
+                    ("scan", "objective", "loss"),
+                    f"'{loss}' compares the ensemble with the truth of closure data, and real "
+                    "data have none: give 'data.real.closure' ({level, seed}: a closure test "
+                    "on the real FK tables) or built-in 'data.closure', or another loss",
                 )
             )
         space = self.scan.space

@@ -22,6 +22,12 @@ from hyperscan.scan._api import (
     salvage_study,
     storage_location,
 )
+from hyperscan.scan._closure import (
+    CLOSURE_ESTIMATORS,
+    ONE_SIGMA,
+    ClosureEstimators,
+    closure_estimators,
+)
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
 from hyperscan.scan._status import retries, state_counts
@@ -30,10 +36,14 @@ from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.scan.storage import StorageError, open_storage
 
 __all__ = [
+    "CLOSURE_ESTIMATORS",
+    "ONE_SIGMA",
     "RUNCARD_ATTR",
+    "ClosureEstimators",
     "ScanError",
     "StorageError",
     "Study",
+    "closure_estimators",
     "copy_study",
     "create_study",
     "dashboard_app",

@@ -22,11 +22,18 @@ from hyperscan.fit import (
     run_fit,
 )
 from hyperscan.model import HELD_OUT, VALIDATION
-from hyperscan.runcard import PENALTIES, RuncardError, ScanRuncard
+from hyperscan.runcard import CLOSURE_LOSSES, PENALTIES, RuncardError, ScanRuncard
+from hyperscan.scan._closure import closure_loss, closure_record
 from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
 from hyperscan.scan._n3fit_loss import fold_loss, n3fit_value
 from hyperscan.scan._penalties import all_penalties
-from hyperscan.scan._statistics import all_statistics, replica_statistic, summary, trial_value
+from hyperscan.scan._statistics import (
+    all_statistics,
+    fold_statistic,
+    replica_statistic,
+    summary,
+    trial_value,
+)
 from hyperscan.scan._trial_attrs import (
     REQUEUED_ATTR,
     RETRY_OF_ATTR,
@@ -64,6 +71,7 @@ class Objective:
         # The running trial's ensemble records and penalties, which its value may use.
         self._records: dict = {}
         self._penalties: dict[str, np.ndarray] = {}
+        self._closure: dict = {}
 
     def __call__(self, trial: optuna.Trial) -> float:
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
@@ -127,6 +135,10 @@ class Objective:
         if objective.loss == "statistic":
             losses = [replica_statistic(chi2[self.folds == k], objective) for k in self._fold_ids]
             return losses, trial_value(chi2, self.folds, objective)
+        if objective.loss in CLOSURE_LOSSES:
+            records = self._closure["folds"].values()
+            losses = [closure_loss(objective.loss, record) for record in records]
+            return losses, fold_statistic(np.array(losses), objective)
         losses, fitted = [], []
         for k, record in zip(self._fold_ids, self._records["folds"].values(), strict=True):
             members = self.folds == k
@@ -197,6 +209,9 @@ class Objective:
             }
         self._records = self._ensemble(result)
         attrs["ensemble"] = self._records
+        if self.problem.truth is not None:
+            self._closure = self._closure_of(result)
+            attrs["closure"] = self._closure
         self._penalties = self._penalties_of(result)
         # Per replica, as n3fit stores them (4 significant digits: one list per fold; None
         # where not finite, as in `ensemble`).
@@ -243,16 +258,9 @@ class Objective:
         differ, and n3fit's experimental χ² without a fold is over all the data)."""
         problem, folds = self.problem, self.runcard.scan.folds
         proportion = self.runcard.scan.objective.best_fraction
-        slices = dict(zip(problem.names, problem.dataset_slices(), strict=True))
-        scored = []
-        for fold in folds or [problem.names]:
-            points = np.zeros(problem.n_data, dtype=bool)
-            for name in fold:
-                points[slices[name]] = True
-            scored.append(np.flatnonzero(points))
         experimental = self._experimental(result)
         records = {}
-        for k, points in enumerate(scored):
+        for k, points in enumerate(self._scored_points()):
             members = self.folds == (k if folds else -1)
             records[str(k)] = fold_record(
                 result.predictions[members][:, points],
@@ -276,6 +284,35 @@ class Objective:
             "scored": "held_out" if folds else "all",
             "folds": records,
         }
+
+    def _scored_points(self) -> list[np.ndarray]:
+        """The points each fold scores: its held-out datasets with k-fold, else all."""
+        problem = self.problem
+        slices = dict(zip(problem.names, problem.dataset_slices(), strict=True))
+        scored = []
+        for fold in self.runcard.scan.folds or [problem.names]:
+            points = np.zeros(problem.n_data, dtype=bool)
+            for name in fold:
+                points[slices[name]] = True
+            scored.append(np.flatnonzero(points))
+        return scored
+
+    def _closure_of(self, result: FitResult) -> dict:
+        """The closure estimators of each fold's ensemble against the truth, on the points
+        the fold scores (as ``ensemble``): of its replicas but the diverged ones (up to
+        ``scan.divergence.max_diverged``), pos-veto ones counted as in every trial value, with
+        the fit's own covariance (t0 with t0), as benchmarks/closure_real.py takes them."""
+        problem, folds = self.problem, self.runcard.scan.folds
+        ok = np.array([status != DIVERGED_STATUS for status in result.status])
+        records = {}
+        for k, points in enumerate(self._scored_points()):
+            members = ok & (self.folds == (k if folds else -1))
+            records[str(k)] = closure_record(
+                result.predictions[members][:, points],
+                problem.truth[points],
+                problem.covmat[np.ix_(points, points)],
+            )
+        return {"scored": "held_out" if folds else "all", "folds": records}
 
 
 def _experimental_covmat(runcard: ScanRuncard, problem: Problem) -> np.ndarray:

@@ -13,7 +13,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.runcard import ObjectiveSection
+from hyperscan.runcard import CLOSURE_LOSSES, ObjectiveSection
 from hyperscan.scan._study import StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
@@ -119,12 +119,24 @@ class StudyStatus:
         return data
 
 
+#: The closure losses in words (docs/objectives.md), lower is better.
+CLOSURE_LABELS = {
+    "bias": "closure bias (the mean's chi2 per point to the truth)",
+    "variance": "closure variance (the replicas' chi2 per point to their mean)",
+    "rbv": "|log R_bv|, R_bv = sqrt(bias / variance)",
+    "xi1sigma": "|xi_1sigma - 0.6827| (truth within the replicas' 1 sigma)",
+}
+
+
 def objective_label(objective: ObjectiveSection, folds: int) -> str:
     """A trial's value in words, as `study status` shows it above the best trial."""
     across = f"{objective.fold_statistic} over {folds} folds" if folds else ""
     if objective.loss == "statistic":
         chi2 = "held-out" if objective.chi2 == "held_out" else "validation"
         value = f"{objective.statistic} of the replicas' {chi2} chi2 per point"
+        return f"{value}, {across}" if across else value
+    if objective.loss in CLOSURE_LOSSES:
+        value = CLOSURE_LABELS[objective.loss] + " of the replicas but diverged ones"
         return f"{value}, {across}" if across else value
     best = f"best {objective.best_fraction:.0%} of the replicas"
     per_fold = {
