@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import datetime
 import io
 import re
@@ -454,3 +455,79 @@ def test_no_complete_trial_says_export_trial_writes_a_pruned_one(tmp_path):
     chosen = CliRunner().invoke(main, [*args, "--force"])
     assert chosen.output == f"trial 1 ({when}) written to {best}\n"
     assert f"\n# value: {when}\n" in best.read_text()
+
+
+def _closure_study(path, objective: str, closure: bool = True) -> tuple[optuna.Study, str]:
+    """studies/quickstart-scan.yml with ``objective``, and four complete trials that stored
+    the ensemble figures and (with ``closure``) closure estimators of two folds, as a worker
+    does."""
+    text = (REPO / "studies" / "quickstart-scan.yml").read_text()
+    text = text.replace(
+        "    chi2: validation        # score each replica by its validation chi2 per point\n"
+        "    statistic: mean         # mean over the replicas of a trial\n",
+        f"    {objective}\n",
+    )
+    card = parse_scan_runcard(text)
+    storage = open_storage(str(path), create=True)
+    study, _ = create_study(card, storage, "closure")
+    dists = {"layers": IntDistribution(1, 2), "units_1": IntDistribution(8, 30)}
+    for number in range(4):
+        rbv = (0.5 + 0.2 * number, 0.7 + 0.2 * number)  # per fold
+        folds = {
+            str(k): {"bias": 0.01 * (k + 1), "variance": 0.01 * (k + 1) / r**2, "rbv": r}
+            | {"xi1sigma": 0.9 - 0.1 * number, "replicas": 2}
+            for k, r in enumerate(rbv)
+        }
+        ensemble = {str(k): {"phi": 0.1 * (number + k + 1), "phi2": 0.01} for k in range(2)}
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=TrialState.COMPLETE,
+                value=float(np.mean([abs(np.log(r)) for r in rbv])),
+                params={"layers": 1 + number % 2, "units_1": 10 + 5 * number},
+                distributions=dists,
+                user_attrs={
+                    "ensemble": {"proportion": 0.85, "scored": "all", "folds": ensemble},
+                }
+                | ({"closure": {"scored": "all", "folds": folds}} if closure else {}),
+            )
+        )
+    return study, str(path)
+
+
+def test_a_closure_study_is_labelled_by_its_objective_and_shows_the_estimators(tmp_path):
+    """The trial value is |log R_bv|, not a χ² statistic; the best-trials table and a figure
+    per estimator show φ and the closure estimators of every trial, each its folds' mean."""
+    study, storage = _closure_study(tmp_path / "c.journal", "loss: rbv")
+    text = study_report(study, storage)
+    assert "|log R_bv|, R_bv = sqrt(bias / variance) of the replicas but diverged ones" in text
+    assert "χ² per point (lower is better)" not in text
+    rows = _best_rows(text)
+    assert list(rows) == [2, 3, 1, 0]  # R_bv of 1 ± 0.1 (trial 2) first, 0.5 and 0.7 last
+    for number, row in rows.items():
+        assert float(row["R_bv"]) == pytest.approx(0.6 + 0.2 * number, rel=1e-3)
+        assert float(row["φ"]) == pytest.approx(0.1 * number + 0.15, rel=1e-3)
+        assert float(row["ξ₁σ"]) == pytest.approx(0.9 - 0.1 * number, rel=1e-3)
+        assert float(row["bias"]) == pytest.approx(0.015, rel=1e-3)
+        assert "variance" in row and "φ²" not in row
+    images = {attrs["alt"]: attrs["src"] for tag, attrs in _tags(text) if tag == "img"}
+    for label in ("φ", "bias", "variance", "R_bv", "ξ₁σ"):
+        src = images[f"{label} against each parameter"]
+        _assert_not_blank(base64.b64decode(src.split(",", 1)[1]), label)
+    assert "Trial value against each hyperparameter" in text
+
+
+def test_a_phi_squared_study_shows_phi_squared_and_no_closure_columns(tmp_path):
+    objective = "{loss: phi2, phi_squared: true}"
+    study, storage = _closure_study(tmp_path / "p.journal", objective, closure=False)
+    text = study_report(study, storage)
+    assert "1 / (n3fit's phi2 (phi² of the best 85% of the replicas)" in html.unescape(text)
+    row = _best_rows(text)[0]
+    assert float(row["φ²"]) == pytest.approx(0.01) and "φ" not in row and "R_bv" not in row
+    alts = [attrs["alt"] for tag, attrs in _tags(text) if tag == "img"]
+    assert "φ² against each parameter" in alts and "R_bv against each parameter" not in alts
+
+
+def test_a_study_without_ensemble_figures_says_so(tmp_path):
+    study, storage = _plain_study(tmp_path)
+    text = study_report(study, storage)
+    assert "No complete trial stored ensemble figures of merit" in text

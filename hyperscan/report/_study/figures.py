@@ -12,7 +12,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
-from hyperscan.report._study.trials import TrialRecord, Trials, spread
+from hyperscan.report._study.trials import MERITS, TrialRecord, Trials, spread
 from hyperscan.report._style import STATE_COLOURS, STATE_ORDER, log_axis, new_figure, wants_log
 
 _BEST = "#ff7f0e"
@@ -170,6 +170,59 @@ def param_figure(name: str, trials: Trials, label: str, best: TrialRecord | None
         if isinstance(distribution, IntDistribution) and not distribution.log:
             last.xaxis.set_major_locator(MaxNLocator(integer=True))
     last.set_xlabel(name)
+    return figure
+
+
+def merit_figure(
+    key: str, trials: Trials, names: Sequence[str], best: TrialRecord | None
+) -> Figure | None:
+    """One figure of merit (a key of MERITS) of the complete trials against each parameter,
+    a panel per parameter, with its ideal value where it has one; None if no trial has it."""
+    label, ideal = MERITS[key]
+    having = [t for t in trials.complete if key in t.merits]
+    names = [n for n in names if any(n in t.params for t in having)]
+    if not having or not names:
+        return None
+    columns = min(3, len(names))
+    rows = -(-len(names) // columns)
+    figure = new_figure(3.6 * columns, 2.9 * rows)
+    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False).ravel())
+    values = np.array([t.merits[key] for t in having])
+    log_values = wants_log(values)
+    rng = np.random.default_rng(0)
+    for ax, name in zip(axes, names, strict=False):
+        group = [(t, t.merits[key]) for t in having if name in t.params]
+        distribution = group[0][0].distributions[name]
+        if isinstance(distribution, CategoricalDistribution):
+            choices = [str(c) for c in distribution.choices]
+            x = np.array([choices.index(str(t.params[name])) for t, _ in group], dtype=float)
+            x = x + rng.uniform(-0.12, 0.12, x.size)
+            ax.set_xticks(range(len(choices)), choices)
+            ax.set_xlim(-0.6, len(choices) - 0.4)
+        else:
+            x = np.array([float(t.params[name]) for t, _ in group])
+            if getattr(distribution, "log", False):
+                log_axis(ax.xaxis, float(distribution.low), float(distribution.high))
+        ax.scatter(
+            x, [v for _, v in group], c=[t.number for t, _ in group], cmap="viridis", s=18,
+            edgecolors="white", linewidths=0.4, zorder=3,
+        )  # fmt: skip
+        if best is not None and key in best.merits and name in best.params:
+            bx = x[[t.number for t, _ in group].index(best.number)]
+            ax.scatter(
+                [bx], [best.merits[key]], marker="*", s=150, color=_BEST, edgecolors="k",
+                linewidths=0.7, zorder=4,
+            )  # fmt: skip
+        if ideal is not None:
+            ax.axhline(ideal, color="k", ls="--", lw=0.9, zorder=2)
+        if log_values:
+            ax.set_yscale("log")
+        ax.set_xlabel(name)
+        ax.set_ylabel(label)
+    for ax in axes[len(names) :]:
+        ax.set_visible(False)
+    ideal_text = f", dashed: ideal {ideal:.3g}" if ideal is not None else ""
+    figure.suptitle(f"{label} against each parameter (star: best trial{ideal_text})")
     return figure
 
 

@@ -15,6 +15,7 @@ from hyperscan import __version__
 from hyperscan.report._study.figures import (
     history_figure,
     importance_figure,
+    merit_figure,
     param_figure,
     spread_figure,
     states_figure,
@@ -30,10 +31,12 @@ from hyperscan.report._study.tables import (
     summary_rows,
 )
 from hyperscan.report._study.trials import (
+    MERITS,
     TrialRecord,
     Trials,
     category,
     importances,
+    merit_columns,
     objective_text,
     parameter_order,
     runcard,
@@ -98,6 +101,37 @@ def _parameters(trials: Trials, label: str, best: TrialRecord | None) -> str:
         )
         + "Their reasons are listed under "
         '<a href="#apart">Trials set apart</a>.</p><div class="grid">' + "".join(figures) + "</div>"
+    )
+
+
+def _merits(trials: Trials, card: ScanRuncard | None, best: TrialRecord | None) -> str:
+    keys = merit_columns(card, trials.complete)
+    if not keys:
+        return (
+            "<p>No complete trial stored ensemble figures of merit (φ, or the closure "
+            "estimators, which need closure data).</p>"
+        )
+    names = parameter_order(trials.complete)
+    figures = [
+        _img(figure, f"{MERITS[key][0]} against each parameter")
+        for key in keys
+        if (figure := merit_figure(key, trials, names, best)) is not None
+    ]
+    closure = any(key in keys for key in ("bias", "rbv"))
+    return (
+        "<p>Each complete trial's ensemble figures, whatever its objective, each the mean over "
+        "its folds (on the data each fold scores; docs/objectives.md): φ, the replicas' "
+        "spread in units of the data uncertainties (n3fit's <code>phi2</code>)"
+        + (
+            "; the closure estimators against the known truth: bias and variance (χ² per "
+            "point of the mean to the truth, of the replicas to their mean), R_bv = "
+            "√(bias / variance) (ideal 1) and ξ₁σ, the fraction of the covariance's "
+            "eigenvectors along which the truth is within the replicas' 1σ (ideal 0.683)"
+            if closure
+            else ""
+        )
+        + ". They are also columns of the best-trials table.</p>"
+        + "".join(figures)
     )
 
 
@@ -228,6 +262,7 @@ def study_report(
         sections = {
             "history": _history(trials, sentence, label),
             "parameters": _parameters(trials, label, best),
+            "merits": _merits(trials, card, best),
             "importances": _importances(study, trials),
             "spread": _spread(trials, card, label),
             "best": _best(name, trials, card, top),

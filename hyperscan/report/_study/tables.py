@@ -11,7 +11,15 @@ from typing import Any
 import numpy as np
 import optuna
 
-from hyperscan.report._study.trials import TrialRecord, Trials, finite, objective_text, spread
+from hyperscan.report._study.trials import (
+    MERITS,
+    TrialRecord,
+    Trials,
+    finite,
+    merit_columns,
+    objective_text,
+    spread,
+)
 from hyperscan.report._style import STATE_ORDER
 from hyperscan.runcard import ScanRuncard
 
@@ -126,7 +134,9 @@ def _fold_cells(trial: TrialRecord, card: ScanRuncard | None) -> list[Any]:
 
 def best_table(trials: Trials, category: str, top: int, card: ScanRuncard | None = None) -> str:
     """The best complete trials; a k-fold study's also have a column per fold, since their
-    replica columns pool the folds, each scored on other datasets."""
+    replica columns pool the folds, each scored on other datasets; then the ensemble figures
+    of merit the trials have (φ, closure estimators)."""
+    merits = merit_columns(card, trials.complete)
     rows = []
     for rank, trial in enumerate(trials.ranked[:top], start=1):
         quantiles = spread(trial, category) or {}
@@ -137,6 +147,7 @@ def best_table(trials: Trials, category: str, top: int, card: ScanRuncard | None
                 trial.number,
                 trial.value,
                 *_fold_cells(trial, card),
+                *(trial.merits.get(key, "") for key in merits),
                 quantiles.get("min", ""),
                 quantiles.get("q50", ""),
                 quantiles.get("max", ""),
@@ -148,6 +159,7 @@ def best_table(trials: Trials, category: str, top: int, card: ScanRuncard | None
             ]
         )
     folds = [f"fold {k}" for k in range(len(card.scan.folds))] if card is not None else []
+    folds += [MERITS[key][0] for key in merits]
     header = [
         "rank", "trial", "value", *folds, "best replica", "median replica", "worst replica",
         "members", "best epoch (median)", "fit time", "worker", "parameters",

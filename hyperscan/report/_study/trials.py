@@ -12,12 +12,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import RUNCARD_ATTR, last_report, retries, trashed
+from hyperscan.scan import (
+    CLOSURE_ESTIMATORS,
+    RUNCARD_ATTR,
+    last_report,
+    objective_label,
+    retries,
+    trashed,
+)
+
+#: The ensemble figures of merit a report shows per trial, by their key in the trial's
+#: ``ensemble`` and ``closure`` attributes: a label, and the ideal value where there is one.
+MERITS: dict[str, tuple[str, float | None]] = {
+    "phi": ("φ", None),
+    "phi2": ("φ²", None),
+    "bias": ("bias", None),
+    "variance": ("variance", None),
+    "rbv": ("R_bv", 1.0),
+    "xi1sigma": ("ξ₁σ", math.erf(1.0 / math.sqrt(2.0))),
+}
+
+#: The axis label of each loss but hyperscan's χ² statistic (docs/objectives.md).
+_LOSS_LABELS = {
+    "chi2": "n3fit χ² loss",
+    "phi2": "1 / φ (n3fit phi2 loss)",
+    "logp": "n3fit logp loss",
+    "chi2p": "n3fit χ²p loss",
+    "bias": "closure bias",
+    "variance": "closure variance",
+    "rbv": "|log R_bv|",
+    "xi1sigma": "|ξ₁σ − 0.683|",
+}
 
 
 @dataclass(frozen=True)
@@ -37,6 +68,7 @@ class TrialRecord:
     fit: dict[str, Any]  # the `fit`, `replicas` and `folds` attributes of a worker, or {}
     replicas: dict[str, Any]
     folds: Any
+    merits: dict[str, float]  # MERITS' figures, each the mean over the folds
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
@@ -55,7 +87,24 @@ class TrialRecord:
             fit=attrs.get("fit", {}),
             replicas=attrs.get("replicas", {}),
             folds=attrs.get("folds", {}),
+            merits=_merits(attrs),
         )
+
+
+def _merits(attrs: dict[str, Any]) -> dict[str, float]:
+    """The trial's ensemble figures (φ, φ²) and closure estimators, each the mean over its
+    folds' values; left out where a fold has none (a trial of another version, no truth)."""
+    found: dict[str, float] = {}
+    for attr, names in (("ensemble", ("phi", "phi2")), ("closure", CLOSURE_ESTIMATORS)):
+        section = attrs.get(attr)
+        folds = section.get("folds") if isinstance(section, dict) else None
+        if not isinstance(folds, dict) or not folds:
+            continue
+        for name in names:
+            values = [fold.get(name) if isinstance(fold, dict) else None for fold in folds.values()]
+            if all(finite(v) for v in values):
+                found[name] = float(np.mean(values))
+    return found
 
 
 def _kind(trial: FrozenTrial) -> str:
@@ -121,10 +170,12 @@ def category(card: ScanRuncard | None) -> str:
 
 
 def objective_text(card: ScanRuncard | None) -> tuple[str, str]:
-    """(sentence, axis label) of what the trial value is."""
+    """(sentence, axis label) of what the trial value is: the study's own objective."""
     if card is None:
         return "the trial value", "trial value"
     objective = card.scan.objective
+    if objective.loss != "statistic":
+        return objective_label(objective, len(card.scan.folds)), _LOSS_LABELS[objective.loss]
     statistic = {
         "mean": "mean",
         "median": "median",
@@ -137,6 +188,14 @@ def objective_text(card: ScanRuncard | None) -> tuple[str, str]:
     if card.scan.folds:
         sentence += f", {objective.fold_statistic} over {len(card.scan.folds)} folds"
     return sentence, f"{statistic} {chi2} χ²/point"
+
+
+def merit_columns(card: ScanRuncard | None, trials: Sequence[TrialRecord]) -> list[str]:
+    """The figures of merit to show, by key: φ (φ² when the objective takes it), and the
+    closure estimators; each only when a trial has it."""
+    phi = "phi2" if card is not None and card.scan.objective.phi_squared else "phi"
+    keys = [phi, *CLOSURE_ESTIMATORS]
+    return [key for key in keys if any(key in t.merits for t in trials)]
 
 
 def parameter_order(trials: Sequence[TrialRecord]) -> list[str]:
