@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import base64
-import html
 import datetime
+import html
 import io
 import re
 from html.parser import HTMLParser

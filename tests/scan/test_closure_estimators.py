@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import threading
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -18,7 +19,7 @@ from optuna.trial import TrialState
 import hyperscan.scan._objective as objective_module
 from hyperscan.data import closure_problem
 from hyperscan.fit import FitResult, member_specs
-from hyperscan.runcard import FitRuncard, RuncardError, parse_scan_runcard
+from hyperscan.runcard import FitRuncard, RuncardError, load_scan_runcard, parse_scan_runcard
 from hyperscan.scan import ONE_SIGMA, closure_estimators, trashed
 from hyperscan.scan._closure import closure_loss, closure_record
 from hyperscan.scan._objective import Objective
@@ -256,3 +257,14 @@ def test_closure_losses_refuse_one_replica_and_other_losses_keys(objective, repl
     text = card(objective).replace(f"replicas: {REPLICAS}", f"replicas: {replicas}")
     with pytest.raises(RuncardError, match=match):
         parse_scan_runcard(text, "x.yml")
+
+
+def test_the_shipped_closure_scan_creates_its_study(tmp_path) -> None:
+    """studies/dis-nlo-closure-scan.yml passes the checks of `study create` too (the space
+    against the base runcard), not only those of loading: R_bv on the real closure test."""
+    study = Path(__file__).resolve().parents[2] / "studies" / "dis-nlo-closure-scan.yml"
+    url = str(tmp_path / "scan.journal")
+    result = cli("study", "create", study, "--storage", url)
+    assert result.exit_code == 0, result.output
+    runcard = load_scan_runcard(study)
+    assert runcard.scan.objective.loss == "rbv" and runcard.fit.data.real.closure is not None
