@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.runcard import NotInSpace, RuncardError, ScanRuncard, dump_runcard
-from hyperscan.scan._status import state_counts
+from hyperscan.scan._status import objective_label, state_counts
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
 
@@ -92,7 +92,9 @@ def export_trial(
         "value": trial.value if trial.state == TrialState.COMPLETE else outcome(trial),
         "objective": f"{objective.statistic} of {objective.chi2} chi2 per point over "
         f"{replicas} {'replica' if replicas == 1 else 'replicas'}"
-        + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else ""),
+        + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else "")
+        if objective.loss == "statistic"
+        else objective_label(objective, len(setup.runcard.scan.folds)),
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hyperscan": __version__,
     }

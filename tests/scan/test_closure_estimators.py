@@ -14,16 +14,18 @@ import optuna
 import pytest
 from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
 from _stand_in import stand_in_result
+from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
 import hyperscan.scan._objective as objective_module
 from hyperscan.data import closure_problem
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, RuncardError, load_scan_runcard, parse_scan_runcard
-from hyperscan.scan import ONE_SIGMA, closure_estimators, trashed
+from hyperscan.scan import ONE_SIGMA, closure_estimators, open_storage, trashed
 from hyperscan.scan._closure import closure_loss, closure_record
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._status import objective_label
+from hyperscan.scan._study import create_study
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -268,3 +270,24 @@ def test_the_shipped_closure_scan_creates_its_study(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     runcard = load_scan_runcard(study)
     assert runcard.scan.objective.loss == "rbv" and runcard.fit.data.real.closure is not None
+
+
+def test_an_exported_trial_names_its_closure_objective(tmp_path) -> None:
+    runcard = parse_scan_runcard(card("{loss: rbv}"), "closure.yml")
+    url = str(tmp_path / "scan.journal")
+    study, _ = create_study(runcard, open_storage(url, create=True), "rbv")
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=TrialState.COMPLETE,
+            value=0.25,
+            params={"stopping.positivity_threshold": 0.5},
+            distributions={"stopping.positivity_threshold": FloatDistribution(0.0, 1.0)},
+        )
+    )
+    best = tmp_path / "best.yml"
+    result = cli("export", "--study", "rbv", "--storage", url, "-o", best)
+    assert result.exit_code == 0, result.output
+    assert (
+        "# objective: |log R_bv|, R_bv = sqrt(bias / variance) of the replicas but diverged "
+        "ones, mean over 2 folds\n"
+    ) in best.read_text()
