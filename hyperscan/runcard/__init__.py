@@ -15,6 +15,7 @@ from ._load import (
 from ._scan import (
     N3FIT_LOSSES,
     PENALTIES,
+    ObjectiveEntry,
     ObjectiveSection,
     PrunerSection,
     SamplerSection,
@@ -73,6 +74,7 @@ __all__ = [
     "FitRuncard",
     "FlavourPreprocessing",
     "NotInSpace",
+    "ObjectiveEntry",
     "ObjectiveSection",
     "OptimizerSection",
     "OptimizerSpace",
