@@ -229,6 +229,8 @@ def studies_text(studies: Sequence[StudySummary], url: str) -> str:
             else f"{study.finished} of {study.budget} finished"
         )
         best = "" if study.best_value is None else f", best {study.best_value:.6g}"
+        if study.front is not None:
+            best = f", Pareto front of {plural(study.front, 'trial')}"
         states = ", ".join(f"{n} {state}" for state, n in study.counts.items())
         lines.append(f"  {study.name}: {states or 'no trials'} ({spent}){best}")
     return "\n".join(lines)

@@ -217,8 +217,10 @@ class ObjectiveSection(_Section):
 
     @property
     def entries(self) -> tuple[ObjectiveSection, ...]:
-        """Each objective's settings, in order: the section itself for a single objective."""
-        return self.objectives or (self,)
+        """Each objective's settings, in order, with the trial's shared keys (best_fraction,
+        threshold): the section itself for a single objective."""
+        shared = {key: getattr(self, key) for key in _SHARED}
+        return tuple(e.model_copy(update=shared) for e in self.objectives) or (self,)
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -136,8 +136,8 @@ def export_trial(
     }
     if objective.multi:
         folds = len(setup.runcard.scan.folds)
-        provenance["values"] = outcome(trial, objective.names)
-        for entry in objective.objectives:
+        provenance["values"] = outcome(trial, objective.names).removeprefix("values ")
+        for entry in objective.entries:
             provenance[f"objective {entry.name}"] = (
                 f"{entry.direction} {objective_label(entry, folds)}"
             )

@@ -229,7 +229,7 @@ def pareto_front(setup: StudySetup) -> tuple[list[Objective], list[FrontTrial]]:
     objective, folds = setup.runcard.scan.objective, len(setup.runcard.scan.folds)
     objectives = [
         Objective(entry.name, entry.direction, objective_label(entry, folds))
-        for entry in objective.objectives
+        for entry in objective.entries
     ]
     front = [
         FrontTrial(
@@ -255,6 +255,8 @@ class StudySummary:
     #: The lowest complete value; None without one, or for a study hyperscan did not create
     #: (its direction may not be hyperscan's).
     best_value: float | None
+    #: A multi-objective study's Pareto front size (None for a single objective).
+    front: int | None = None
 
 
 def study_summary(study: optuna.Study) -> StudySummary:
@@ -273,6 +275,7 @@ def study_summary(study: optuna.Study) -> StudySummary:
         finished=sum(trial.state in FINISHED for trial in trials),
         budget=budget,
         best_value=min(values) if values and budget is not None else None,
+        front=len(study.best_trials) if many else None,
     )
 
 
