@@ -8,7 +8,8 @@ first use (``Study.run_worker``), so that study creation, status, export, copies
 the dashboard start fast and stay small.
 
 The trial attributes a report reads (:data:`RUNCARD_ATTR`, :func:`trashed`,
-:func:`last_report`, :func:`retries`, :func:`state_counts`) are public too.
+:func:`last_report`, :func:`retries`, :func:`state_counts`, :func:`objective_label`) are
+public too.
 """
 
 from hyperscan.scan._api import (
@@ -24,7 +25,7 @@ from hyperscan.scan._api import (
 )
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
-from hyperscan.scan._status import retries, state_counts
+from hyperscan.scan._status import objective_label, retries, state_counts
 from hyperscan.scan._study import RUNCARD_ATTR, ScanError
 from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.scan.storage import StorageError, open_storage
@@ -39,6 +40,7 @@ __all__ = [
     "dashboard_app",
     "last_report",
     "list_studies",
+    "objective_label",
     "open_storage",
     "open_study",
     "reading_study",

@@ -16,6 +16,7 @@ import pytest
 from _service import assert_clean_failure, cli, create, scan_card, snapshot, write_card
 from test_export import refit
 
+from hyperscan.report import study_report
 from hyperscan.runcard import (
     RuncardError,
     dump_runcard,
@@ -234,6 +235,14 @@ def test_a_multi_objective_study_from_create_to_refit(url, tmp_path, workers):
     by_number = {t.number: t for t in study.trials}
     for trial in status["front"]:
         assert list(trial["values"].values()) == by_number[trial["number"]].values
+
+    # The HTML report: a section with the front's trials, one row each, and its scatter.
+    page = study_report(study, url)
+    section = re.search(r'<section id="front">(.*?)</section>', page, re.S)
+    assert section is not None
+    rows = re.findall(r'<tr><td class="num">(\d+)</td>', section.group(1))
+    assert [int(n) for n in rows] == front
+    assert 'alt="Pareto front of best and worst"' in section.group(1)
 
     # Without a rule: a clear request for one; with a bad one: exit 2, nothing written.
     out = tmp_path / "chosen.yml"

@@ -17,7 +17,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import RUNCARD_ATTR, last_report, retries, trashed
+from hyperscan.scan import RUNCARD_ATTR, last_report, objective_label, retries, trashed
 
 
 @dataclass(frozen=True)
@@ -37,14 +37,18 @@ class TrialRecord:
     fit: dict[str, Any]  # the `fit`, `replicas` and `folds` attributes of a worker, or {}
     replicas: dict[str, Any]
     folds: Any
+    #: A multi-objective study's values, one per objective (``value`` is the first).
+    values: tuple[float, ...] | None = None
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
         attrs = trial.user_attrs
+        many = trial.values is not None and len(trial.values) > 1
         return cls(
             number=trial.number,
             kind=_kind(trial),
-            value=trial.value,
+            value=trial.values[0] if trial.values else None,
+            values=tuple(trial.values) if many else None,
             params=trial.params,
             distributions=trial.distributions,
             last_report=last_report(trial),
@@ -74,6 +78,8 @@ class Trials:
     pruned: list[TrialRecord] = field(default_factory=list)  # stopped by the pruner
     trashed: list[TrialRecord] = field(default_factory=list)  # diverged replicas
     failed: list[TrialRecord] = field(default_factory=list)
+    #: -1 where the (first) objective is maximised: "best" is the highest value then.
+    sign: float = 1.0
 
     def __post_init__(self) -> None:
         for trial in self.all:
@@ -85,12 +91,14 @@ class Trials:
                 self.failed.append(trial)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial]) -> Trials:
-        return cls([TrialRecord.of(t) for t in trials], retries(trials))
+    def of(cls, trials: Sequence[FrozenTrial], maximize: bool = False) -> Trials:
+        """``maximize``: the (first) objective is maximised."""
+        records = [TrialRecord.of(t) for t in trials]
+        return cls(records, retries(trials), sign=-1.0 if maximize else 1.0)
 
     @property
     def ranked(self) -> list[TrialRecord]:
-        return sorted(self.complete, key=lambda t: (t.value, t.number))
+        return sorted(self.complete, key=lambda t: (self.sign * t.value, t.number))
 
     @property
     def counts(self) -> dict[str, int]:
@@ -125,6 +133,10 @@ def objective_text(card: ScanRuncard | None) -> tuple[str, str]:
     if card is None:
         return "the trial value", "trial value"
     objective = card.scan.objective
+    if objective.multi:  # the figures of one value show the first objective
+        first = objective.entries[0]
+        label = objective_label(first, len(card.scan.folds))
+        return f"the first objective, {first.name} ({first.direction}): {label}", first.name
     statistic = {
         "mean": "mean",
         "median": "median",
