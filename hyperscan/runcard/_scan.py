@@ -249,6 +249,8 @@ class ObjectiveEntry(ObjectiveSection):
     direction: Literal["minimize", "maximize"] = "minimize"
     """minimize or maximize (every loss is a loss: minimize it, unless it is a figure of merit
     you want high)."""
+    objectives: tuple[()] = Field(default=(), exclude=True)
+    """Not in an entry: objectives do not nest."""
 
     @model_validator(mode="before")
     @classmethod
@@ -276,17 +278,8 @@ class ObjectiveEntry(ObjectiveSection):
                         "is the trial's, shared by its objectives: give it in scan.objective",
                     )
                 )
-        if self.objectives:
-            problems.append((("objectives",), "objectives do not nest"))
         fail_at(problems, self)
         return self
-
-    @model_serializer(mode="wrap")
-    def _without_nesting(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Dumped without the (always empty) list of objectives an entry inherits."""
-        data = handler(self)
-        data.pop("objectives", None)
-        return data
 
 
 ObjectiveSection.model_rebuild()
