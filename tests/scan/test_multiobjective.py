@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from _service import assert_clean_failure, cli, create, scan_card, snapshot, write_card
+from optuna.trial import TrialState
 from test_export import refit
 
 from hyperscan.report import study_report
@@ -280,16 +281,26 @@ def test_a_rule_on_a_single_objective_study_is_refused(tmp_path):
     assert not out.exists()
 
 
-def test_the_dashboard_serves_a_multi_objective_study(tmp_path, workers):
-    """optuna-dashboard shows the Pareto front of a multi-objective study itself: our
-    `hyperscan dashboard` serves such a study, its directions and front, without errors."""
+def test_a_local_nsga2_scan_is_served_by_the_dashboard(tmp_path, monkeypatch):
+    """`hyperscan scan` of a multi-objective runcard (NSGA-II) ends by pointing at the front
+    and `export --rule`, exporting nothing; optuna-dashboard shows the Pareto front of such a
+    study itself, and our `hyperscan dashboard` serves it, directions and front, without
+    errors."""
     from test_dashboard import serving
 
-    url = str(tmp_path / "scan.journal")
-    create(write_card(tmp_path / "multi.yml", multi_card(trials=2)), url, "multi")
-    worker = workers(url, "multi")
-    assert worker.wait(timeout=180) == 0, worker.logs()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # for its workers
+    write_card(tmp_path / "multi.yml", multi_card(trials=3, sampler={"name": "nsga2"}))
+    scanned = cli("scan", "multi.yml", "--workers", "1")
+    assert scanned.exit_code == 0, scanned.output
+    assert "multi-objective study: `hyperscan study status` shows its Pareto front" in (
+        scanned.stdout
+    )
+    assert '`hyperscan export --study multi --rule "..."`' in scanned.stdout
+    assert not (tmp_path / "multi-best.yml").exists()
+    url = str(tmp_path / "hyperscan.journal")
     study = load_study(open_storage(url), "multi")
+    assert len(study.get_trials(states=(TrialState.COMPLETE,))) == 3
     with serving(Path(url), tmp_path / "server.log") as server:
         (summary,) = server.get("/api/studies")["study_summaries"]
         assert summary["directions"] == ["minimize", "maximize"]
