@@ -37,7 +37,9 @@ def trial_line(trial: TrialRecord, with_params: bool = True) -> str:
     took = f" in {trial.seconds:.0f} s" if trial.seconds is not None else ""
     if trial.state == "complete":
         params = f" {trial.params}" if with_params else ""
-        return f"trial {trial.number}: {trial.value:.4f}{took}{params}"
+        values = trial.values or (trial.value,)
+        shown = ", ".join(f"{value:.4f}" for value in values)
+        return f"trial {trial.number}: {shown}{took}{params}"
     if trial.trashed:
         return f"trial {trial.number}: trashed{took}: {trial.trashed}"
     if trial.requeued:
@@ -120,7 +122,27 @@ def _spread_rows(spreads: Mapping[str, Mapping[str, float]]) -> list[list[Any]]:
     return rows
 
 
+def _front_lines(status: StudyStatus) -> list[str]:
+    """A multi-objective study's Pareto front: its trials, each objective's value."""
+    lines = ["objectives:"]
+    for objective in status.objectives:
+        lines += textwrap.wrap(
+            f"{objective.name} ({objective.direction}): {objective.label}",
+            100,
+            initial_indent="  ",
+            subsequent_indent="    ",
+        )
+    if not status.front:
+        return [*lines, "Pareto front: none yet (no complete trial)"]
+    lines.append(f"Pareto front: {plural(len(status.front), 'trial')}")
+    names = [objective.name for objective in status.objectives]
+    rows = [[trial.number, *(trial.values[name] for name in names)] for trial in status.front]
+    return lines + table(["trial", *names], rows)
+
+
 def _best_lines(status: StudyStatus) -> list[str]:
+    if status.objectives:
+        return _front_lines(status)
     best = status.best
     if best is None:
         return ["best: none yet (no complete trial)"]
@@ -207,6 +229,8 @@ def studies_text(studies: Sequence[StudySummary], url: str) -> str:
             else f"{study.finished} of {study.budget} finished"
         )
         best = "" if study.best_value is None else f", best {study.best_value:.6g}"
+        if study.front is not None:
+            best = f", Pareto front of {plural(study.front, 'trial')}"
         states = ", ".join(f"{n} {state}" for state, n in study.counts.items())
         lines.append(f"  {study.name}: {states or 'no trials'} ({spent}){best}")
     return "\n".join(lines)

@@ -216,10 +216,18 @@ def _walltime_reason(report) -> str:
     metavar="N",
     help="Trial N instead of the best: any complete, pruned or trashed trial.",
 )
+@click.option(
+    "--rule",
+    metavar="RULE",
+    help="A multi-objective study's trial chosen from its Pareto front, e.g. "
+    '"min chi2 within 0.05 of best, then max phi2" (docs/objectives.md).',
+)
 @force_option
-def export(name: str, storage: str | None, output: Path, number: int | None, force: bool) -> None:
-    """Write the best eligible trial, or trial N, as a fit runcard (`hyperscan fit`
-    reproduces it)."""
+def export(
+    name: str, storage: str | None, output: Path, number: int | None, rule: str | None, force: bool
+) -> None:
+    """Write the best eligible trial, trial N, or the trial of a multi-objective study's
+    Pareto front that a rule chooses, as a fit runcard (`hyperscan fit` reproduces it)."""
     check_not_an_input(output, storage)
     check_target(output, force)
     check_folder_exists(output)
@@ -227,7 +235,7 @@ def export(name: str, storage: str | None, output: Path, number: int | None, for
     from hyperscan.scan import open_study
 
     with user_errors():
-        exported = open_study(name, storage).export(number)
+        exported = open_study(name, storage).export(number, rule)
         exported.write(output, force=force)
     click.echo(f"trial {exported.number} ({exported.outcome}) written to {output}")
 
@@ -380,7 +388,14 @@ def scan(
         if result.interrupted:
             _interrupted(f"{problem}; the same command resumes the study")
         fail(problem)
-    click.echo(f"best: trial {result.best.number}, value {result.best.value:.6g} → {output}")
+    if result.best is None:  # a multi-objective study: a front to choose from, by a rule
+        click.echo(
+            "multi-objective study: `hyperscan study status` shows its Pareto front; "
+            f'`hyperscan export --study {result.plan.study} --rule "..."` writes the trial a '
+            "rule chooses from it"
+        )
+    else:
+        click.echo(f"best: trial {result.best.number}, value {result.best.value:.6g} → {output}")
     if result.interrupted:
         _interrupted("the best trial so far is exported; the same command resumes the study")
     if any(result.worker_exit_codes):

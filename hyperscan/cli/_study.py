@@ -85,6 +85,13 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
         )
     else:
         click.echo(f"study {name!r} exists with this runcard in {where}")
+    objective = created.runcard.scan.objective
+    if objective.multi:
+        click.echo(
+            f"multi-objective ({', '.join(objective.names)}): no pruning, which Optuna offers "
+            "for single-objective studies only; trials with diverging replicas are still "
+            "trashed"
+        )
 
 
 @study.command("status")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -47,6 +48,7 @@ __all__ = [
     "CLOSURE_LOSSES",
     "N3FIT_LOSSES",
     "PENALTIES",
+    "ObjectiveEntry",
     "ObjectiveSection",
     "PrunerSection",
     "SamplerSection",
@@ -162,12 +164,144 @@ class ObjectiveSection(_Section):
         fail_at(problems, self)
         return self
 
+    # ---- multi-objective scans (#38 item 3): kept apart from the single loss's keys above
+
+    objectives: tuple[ObjectiveEntry, ...] = ()
+    """Two or more objectives make a multi-objective study (Pareto front; no pruning): each
+    entry has the keys above for its own loss, a `name` (default: its loss) and a `direction`
+    (minimize, the default, or maximize); `best_fraction` and `threshold` stay here, shared.
+    Empty: one objective, the keys above (docs/objectives.md)."""
+
+    @model_validator(mode="after")
+    def _multi(self) -> ObjectiveSection:
+        """A multi-objective list of two or more distinct, named objectives, whose loss
+        settings are their own: keys here that only one loss uses are refused beside it."""
+        if not self.objectives:
+            return self
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if len(self.objectives) < 2:
+            problems.append(
+                (
+                    ("objectives",),
+                    "a multi-objective scan needs two or more objectives, got 1: give a single "
+                    "objective's keys in scan.objective itself",
+                )
+            )
+        for key in sorted(set(type(self).model_fields) - _SHARED - {"objectives"}):
+            if getattr(self, key) != type(self).model_fields[key].default:
+                problems.append(
+                    (
+                        (key,),
+                        "is an objective's own setting: with 'objectives' give it in each "
+                        "entry that needs it",
+                    )
+                )
+        seen: dict[str, int] = {}
+        settings: dict[str, int] = {}
+        for k, entry in enumerate(self.objectives):
+            if entry.name in seen:
+                problems.append(
+                    (
+                        ("objectives", k, "name"),
+                        f"duplicates objective {seen[entry.name]}'s name {entry.name!r}: give "
+                        "each objective its own 'name'",
+                    )
+                )
+            seen.setdefault(entry.name, k)
+            same = entry.model_dump_json(exclude={"name", "direction"})
+            if same in settings:
+                problems.append(
+                    (
+                        ("objectives", k),
+                        f"is the same objective as objectives[{settings[same]}] (only its name "
+                        "or direction differs): remove one",
+                    )
+                )
+            settings.setdefault(same, k)
+        fail_at(problems, self)
+        return self
+
+    @property
+    def multi(self) -> bool:
+        """Whether the scan is multi-objective."""
+        return bool(self.objectives)
+
+    @property
+    def entries(self) -> tuple[ObjectiveSection, ...]:
+        """Each objective's settings, in order, with the trial's shared keys (best_fraction,
+        threshold): the section itself for a single objective."""
+        shared = {key: getattr(self, key) for key in _SHARED}
+        return tuple(e.model_copy(update=shared) for e in self.objectives) or (self,)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Each objective's name (`value` for a single objective)."""
+        return tuple(e.name for e in self.objectives) or ("value",)
+
+    @property
+    def directions(self) -> tuple[str, ...]:
+        """Each objective's Optuna direction."""
+        return tuple(e.direction for e in self.objectives) or ("minimize",)
+
+
+#: Keys of the trial as a whole (its ensemble records, its fold threshold), not of one of its
+#: objectives: a multi-objective scan gives them in scan.objective, not in its entries.
+_SHARED = frozenset({"best_fraction", "threshold"})
+#: An objective's name, as `hyperscan export --rule` refers to it.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ObjectiveEntry(ObjectiveSection):
+    """One objective of a multi-objective scan: a loss, with its name and direction."""
+
+    name: str = ""
+    """The objective's name in status, the report and `export --rule` (letters, digits, _;
+    default: its loss)."""
+    direction: Literal["minimize", "maximize"] = "minimize"
+    """minimize or maximize (every loss is a loss: minimize it, unless it is a figure of merit
+    you want high)."""
+    objectives: tuple[()] = Field(default=(), exclude=True)
+    """Not in an entry: objectives do not nest."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named(cls, data: Any) -> Any:
+        """An unnamed objective is named after its loss."""
+        if isinstance(data, Mapping) and not data.get("name"):
+            return {**data, "name": data.get("loss", "statistic")}
+        return data
+
+    @model_validator(mode="after")
+    def _entry(self) -> ObjectiveEntry:
+        problems: list[tuple[tuple[Any, ...], str]] = []
+        if not _NAME.fullmatch(self.name):
+            problems.append(
+                (
+                    ("name",),
+                    f"{self.name!r} is not a name: letters, digits and _, not first a digit",
+                )
+            )
+        for key in sorted(_SHARED):
+            if getattr(self, key) != type(self).model_fields[key].default:
+                problems.append(
+                    (
+                        (key,),
+                        "is the trial's, shared by its objectives: give it in scan.objective",
+                    )
+                )
+        fail_at(problems, self)
+        return self
+
+
+ObjectiveSection.model_rebuild()
+
 
 class SamplerSection(_Section):
     """The Optuna sampler; a null seed draws a fresh one."""
 
-    name: Literal["tpe", "random", "gp", "cmaes"] = "tpe"
-    """The Optuna sampler: tpe, random, gp (needs torch, scipy), cmaes (needs cmaes)."""
+    name: Literal["tpe", "random", "gp", "cmaes", "nsga2"] = "tpe"
+    """The Optuna sampler: tpe, random, gp (needs torch, scipy), cmaes (needs cmaes; single
+    objective only), nsga2 (NSGA-II, for multi-objective scans; tpe handles them too)."""
     seed: Seed | None = 0
     """With a seed, `hyperscan scan --workers 1` on a new study draws the same trials again (a
     resumed study draws new ones; parallel workers salt the seed, each its own way); null draws a
@@ -234,11 +368,30 @@ class ScanSection(_Section):
     @model_validator(mode="before")
     @classmethod
     def _held_out_with_folds(cls, data: Any) -> Any:
-        """A k-fold scan scores the held-out folds unless its objective says otherwise."""
+        """A k-fold scan scores the held-out folds unless its objective says otherwise (each
+        objective of a multi-objective scan)."""
         if isinstance(data, Mapping) and data.get("folds"):
             objective = data.get("objective", {})
+            entries = objective.get("objectives") if isinstance(objective, Mapping) else None
+            if isinstance(entries, list | tuple) and entries:
+                held_out = [
+                    {**e, "chi2": "held_out"} if isinstance(e, Mapping) and "chi2" not in e else e
+                    for e in entries
+                ]
+                return {**data, "objective": {**objective, "objectives": held_out}}
             if isinstance(objective, Mapping) and "chi2" not in objective:
                 return {**data, "objective": {**objective, "chi2": "held_out"}}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_pruner_for_many(cls, data: Any) -> Any:
+        """Optuna prunes single-objective studies only: a multi-objective scan without a
+        pruner section gets none (one that asks for a pruner is refused below)."""
+        if isinstance(data, Mapping) and "pruner" not in data:
+            objective = data.get("objective")
+            if isinstance(objective, Mapping) and objective.get("objectives"):
+                return {**data, "pruner": {"name": "none"}}
         return data
 
     @field_validator("folds")
@@ -250,23 +403,41 @@ class ScanSection(_Section):
     @model_validator(mode="after")
     def _consistent(self) -> ScanSection:
         problems: list[tuple[tuple[Any, ...], str]] = []
-        if self.objective.chi2 == "held_out" and not self.folds:
-            problems.append(
-                (
-                    ("objective", "chi2"),
-                    "'held_out' scores each fold on its held-out datasets, so it needs "
-                    "'scan.folds'; give folds or use 'validation'",
-                )
-            )
         # n3fit's count of the best replicas, as the ensemble metrics take it (best_replicas)
         used = math.ceil(self.objective.best_fraction * self.replicas)
-        if self.objective.loss == "phi2" and used < 2:
+        for k, entry in enumerate(self.objective.entries):
+            at = ("objective", "objectives", k) if self.objective.multi else ("objective",)
+            if entry.chi2 == "held_out" and not self.folds:
+                problems.append(
+                    (
+                        (*at, "chi2"),
+                        "'held_out' scores each fold on its held-out datasets, so it needs "
+                        "'scan.folds'; give folds or use 'validation'",
+                    )
+                )
+            if entry.loss == "phi2" and used < 2:
+                problems.append(
+                    (
+                        (*at, "loss"),
+                        "'phi2' is the spread of a fold's replicas, so it needs at least 2 of "
+                        f"them: scan.replicas {self.replicas} x best_fraction "
+                        f"{self.objective.best_fraction:g} keeps {used}",
+                    )
+                )
+        if self.objective.multi and self.pruner.name != "none":
             problems.append(
                 (
-                    ("objective", "loss"),
-                    "'phi2' is the spread of a fold's replicas, so it needs at least 2 of them: "
-                    f"scan.replicas {self.replicas} x best_fraction "
-                    f"{self.objective.best_fraction:g} keeps {used}",
+                    ("pruner", "name"),
+                    "Optuna cannot prune a multi-objective study (scan.objective.objectives): "
+                    "remove scan.pruner, or give name: none (the trash rule still applies)",
+                )
+            )
+        if self.objective.multi and self.sampler.name == "cmaes":
+            problems.append(
+                (
+                    ("sampler", "name"),
+                    "cmaes optimises one objective: a multi-objective scan takes tpe, nsga2, "
+                    "gp or random",
                 )
             )
         if self.objective.loss in CLOSURE_LOSSES and self.replicas < 2:

@@ -156,13 +156,16 @@ class Study:
         with self.reading():
             return study_status(self._setup)
 
-    def export(self, trial: int | None = None) -> ExportedTrial:
-        """The best complete trial, or trial number ``trial`` (complete, pruned or trashed),
-        as a fit runcard."""
+    def export(self, trial: int | None = None, rule: str | None = None) -> ExportedTrial:
+        """The best complete trial, trial number ``trial`` (complete, pruned or trashed), or
+        the trial of a multi-objective study's Pareto front that ``rule`` chooses
+        (docs/objectives.md), as a fit runcard."""
         with self.reading():
-            found, text = export_trial(self._setup, trial)
-        value = found.value if found.state == TrialState.COMPLETE else None
-        return ExportedTrial(self.name, found.number, outcome(found), value, text)
+            found, text = export_trial(self._setup, trial, rule)
+        complete = found.state == TrialState.COMPLETE
+        value = found.values[0] if complete and len(found.values) == 1 else None
+        names = self._setup.runcard.scan.objective.names
+        return ExportedTrial(self.name, found.number, outcome(found, names), value, text)
 
     def copy_to(
         self, storage: str, name: str | None = None, *, grace_period: int = GRACE_PERIOD
@@ -439,7 +442,8 @@ def run_scan(
     try:
         with study.reading():
             counts = dict(sorted(state_counts(optuna_study.get_trials(deepcopy=False)).items()))
-        best = study.export()
+        # a multi-objective study has a front, not a best: `export --rule` chooses from it
+        best = None if card.scan.objective.multi else study.export()
     except (ScanError, StorageError) as problem:
         error = str(problem)
     return ScanResult(plan, counts, best, error, codes, interrupted)

@@ -17,7 +17,8 @@ from optuna.trial import TrialState
 from hyperscan import __version__
 from hyperscan._files import umask
 from hyperscan.runcard import NotInSpace, RuncardError, ScanRuncard, dump_runcard
-from hyperscan.scan._status import objective_label, state_counts
+from hyperscan.scan._rule import RuleError, parse_rule
+from hyperscan.scan._status import objective_label, pareto_front, state_counts
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
 
@@ -25,6 +26,14 @@ from hyperscan.scan._trial_attrs import last_report, trashed
 def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:
     """The best COMPLETE trial: trashed trials are PRUNED, so they are never eligible."""
     study = setup.study
+    objective = setup.runcard.scan.objective
+    if objective.multi:
+        raise RuleError(
+            f"study {study.study_name!r} has {len(objective.names)} objectives "
+            f"({', '.join(objective.names)}), so no single best trial: choose one from its "
+            f'Pareto front with --rule (e.g. --rule "min {objective.names[0]}, then '
+            f'min {objective.names[1]}"), or give --trial N'
+        )
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not complete:
         counts = state_counts(study.get_trials(deepcopy=False))  # trashed apart from pruned
@@ -55,10 +64,38 @@ def chosen_trial(setup: StudySetup, number: int) -> optuna.trial.FrozenTrial:
     return found
 
 
-def outcome(trial: optuna.trial.FrozenTrial) -> str:
-    """A trial's value, or why it has none, in a few words."""
-    if trial.state == TrialState.COMPLETE:
+def ruled_trial(setup: StudySetup, rule: str) -> tuple[optuna.trial.FrozenTrial, str]:
+    """The trial of the Pareto front that ``rule`` chooses (:mod:`hyperscan.scan._rule`), and
+    the rule as applied, in words."""
+    objective = setup.runcard.scan.objective
+    if not objective.multi:
+        raise RuleError(
+            f"--rule chooses from the Pareto front of a multi-objective study; study "
+            f"{setup.study.study_name!r} has one objective: leave --rule out to export its best "
+            "trial, or give --trial N"
+        )
+    parsed = parse_rule(rule, objective.names)  # before the storage is read
+    _, front = pareto_front(setup)
+    if not front:
+        raise ScanError(f"study {setup.study.study_name!r} has no complete trial yet")
+    number = parsed.choose([(trial.number, trial.values) for trial in front])
+    chosen = chosen_trial(setup, number)
+    return chosen, f"{parsed}: trial {number} of the {len(front)} on the Pareto front"
+
+
+def values_text(trial: optuna.trial.FrozenTrial, names: tuple[str, ...]) -> str:
+    """A complete trial's value, or its values by objective name."""
+    if len(trial.values) == 1:
         return f"value {trial.value:.6g}"
+    return "values " + ", ".join(
+        f"{name} {value:.6g}" for name, value in zip(names, trial.values, strict=True)
+    )
+
+
+def outcome(trial: optuna.trial.FrozenTrial, names: tuple[str, ...] = ("value",)) -> str:
+    """A trial's value (values, by objective name), or why it has none, in a few words."""
+    if trial.state == TrialState.COMPLETE:
+        return values_text(trial, names)
     reason = trashed(trial)
     if reason:
         return f"trashed: {reason}"
@@ -80,21 +117,41 @@ def export_text(
 
 
 def export_trial(
-    setup: StudySetup, number: int | None = None
+    setup: StudySetup, number: int | None = None, rule: str | None = None
 ) -> tuple[optuna.trial.FrozenTrial, str]:
-    """The best trial, or trial ``number``, and its fit runcard's text."""
-    trial = best_trial(setup) if number is None else chosen_trial(setup, number)
+    """The best trial, trial ``number``, or the one ``rule`` chooses from a multi-objective
+    study's Pareto front, and its fit runcard's text."""
+    if number is not None and rule is not None:
+        raise RuleError("give --trial or --rule, not both")
+    chose = None
+    if rule is not None:
+        trial, chose = ruled_trial(setup, rule)
+    else:
+        trial = best_trial(setup) if number is None else chosen_trial(setup, number)
     objective, replicas = setup.runcard.scan.objective, setup.runcard.scan.replicas
-    provenance = {
+    provenance: dict[str, Any] = {
         "study": setup.study.study_name,
         "storage": setup.url,
         "trial": trial.number,
-        "value": trial.value if trial.state == TrialState.COMPLETE else outcome(trial),
-        "objective": f"{objective.statistic} of {objective.chi2} chi2 per point over "
-        f"{replicas} {'replica' if replicas == 1 else 'replicas'}"
-        + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else "")
-        if objective.loss == "statistic"
-        else objective_label(objective, len(setup.runcard.scan.folds)),
+    }
+    if objective.multi:
+        folds = len(setup.runcard.scan.folds)
+        provenance["values"] = outcome(trial, objective.names).removeprefix("values ")
+        for entry in objective.entries:
+            provenance[f"objective {entry.name}"] = (
+                f"{entry.direction} {objective_label(entry, folds)}"
+            )
+        provenance["rule"] = chose or "none (chosen by --trial)"
+    else:
+        provenance["value"] = trial.value if trial.state == TrialState.COMPLETE else outcome(trial)
+        provenance["objective"] = (
+            f"{objective.statistic} of {objective.chi2} chi2 per point over "
+            f"{replicas} {'replica' if replicas == 1 else 'replicas'}"
+            + (f", {objective.fold_statistic} over folds" if setup.runcard.scan.folds else "")
+            if objective.loss == "statistic"
+            else objective_label(objective, len(setup.runcard.scan.folds))
+        )
+    provenance |= {
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hyperscan": __version__,
     }

@@ -39,18 +39,23 @@ class TrialRecord:
     trashed: str | None = None  # why it was trashed
     requeued: bool = False  # failed because its worker stopped, and queued again
     retry_of: int | None = None  # the trial a queued trial repeats
+    #: A complete trial's values, one per objective, in a multi-objective study (``value``
+    #: is None there).
+    values: tuple[float, ...] | None = None
 
 
 def trial_record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
     """A finished (or running) trial as plain data."""
     reason = trashed(trial)
     repeats = repeated(trial.user_attrs, trial.system_attrs)
+    complete = trial.state == TrialState.COMPLETE
     return TrialRecord(
         number=trial.number,
         state="trashed"
         if reason and trial.state == TrialState.PRUNED
         else trial.state.name.lower(),
-        value=trial.value if trial.state == TrialState.COMPLETE else None,
+        value=trial.values[0] if complete and len(trial.values) == 1 else None,
+        values=tuple(trial.values) if complete and len(trial.values) > 1 else None,
         params=dict(trial.params),
         seconds=trial.user_attrs.get("fit", {}).get("seconds"),
         trashed=reason,

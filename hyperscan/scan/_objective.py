@@ -22,7 +22,13 @@ from hyperscan.fit import (
     run_fit,
 )
 from hyperscan.model import HELD_OUT, VALIDATION
-from hyperscan.runcard import CLOSURE_LOSSES, PENALTIES, RuncardError, ScanRuncard
+from hyperscan.runcard import (
+    CLOSURE_LOSSES,
+    PENALTIES,
+    ObjectiveSection,
+    RuncardError,
+    ScanRuncard,
+)
 from hyperscan.scan._closure import closure_loss, closure_record
 from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
 from hyperscan.scan._n3fit_loss import fold_loss, n3fit_value
@@ -65,7 +71,9 @@ class Objective:
         # The members of every trial's fit runcard (trial_runcard), as its fit orders them.
         specs = member_specs(runcard.scan.replica_ids, runcard.scan.folds)
         self.folds = np.array([spec.fold for spec in specs])
-        self.category = HELD_OUT if runcard.scan.objective.chi2 == "held_out" else VALIDATION
+        # The stored statistics and the pruner's reports follow the (first) objective's χ².
+        self.primary = runcard.scan.objective.entries[0]
+        self.category = HELD_OUT if self.primary.chi2 == "held_out" else VALIDATION
         self.last_trial_id: int | None = None
         self.metrics_covmat = _experimental_covmat(runcard, problem)
         # The running trial's ensemble records and penalties, which its value may use.
@@ -73,7 +81,7 @@ class Objective:
         self._penalties: dict[str, np.ndarray] = {}
         self._closure: dict = {}
 
-    def __call__(self, trial: optuna.Trial) -> float:
+    def __call__(self, trial: optuna.Trial) -> float | list[float]:
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = self.runcard.scan.space.suggest(trial)
@@ -100,15 +108,20 @@ class Objective:
             raise WorkerStopping(f"worker {worker_id()} stopped; trial re-queued")
         attrs = self._attrs(result)
         reason = self._trash_reason(result)
-        value = None
+        value: float | list[float] | None = None
         if reason is None and not monitor.pruned:
-            losses, value = self._fold_losses(result)
-            reason = self._over_threshold(losses)
-            if reason is None and not np.isfinite(value):
+            entries = self.runcard.scan.objective.entries
+            scored = [self._fold_losses(result, entry) for entry in entries]
+            values = [value for _, value in scored]
+            over = (self._over_threshold(losses) for losses, _ in scored)
+            reason = next(filter(None, over), None)
+            if reason is None and not np.all(np.isfinite(values)):
                 # Optuna would record a non-finite value as FAIL, which TPE ignores.
-                reason = f"non-finite trial value ({value}); member status: {result.status}"
-            if reason is not None:
-                value = None
+                shown = values[0] if len(values) == 1 else values
+                reason = f"non-finite trial value ({shown}); member status: {result.status}"
+            if reason is None:
+                # a multi-objective study is told every objective's value, in order
+                value = values if self.runcard.scan.objective.multi else values[0]
         if reason is not None:
             attrs[TRASHED_ATTR] = reason
         # Hours of fit are not thrown away for seconds of outage: the result waits on disk,
@@ -128,10 +141,11 @@ class Objective:
             raise optuna.TrialPruned(f"pruned at epoch {result.steps}")
         return value
 
-    def _fold_losses(self, result: FitResult) -> tuple[list[float], float]:
-        """Each fold's loss and the trial's value, by ``scan.objective.loss``."""
-        objective = self.runcard.scan.objective
-        chi2 = self._chi2(result)
+    def _fold_losses(
+        self, result: FitResult, objective: ObjectiveSection
+    ) -> tuple[list[float], float]:
+        """Each fold's loss and the trial's value, by the objective's loss."""
+        chi2 = self._chi2(result, objective)
         if objective.loss == "statistic":
             losses = [replica_statistic(chi2[self.folds == k], objective) for k in self._fold_ids]
             return losses, trial_value(chi2, self.folds, objective)
@@ -173,9 +187,9 @@ class Objective:
         """Each replica's experimental χ² per point on the data its fold scores."""
         return result.chi2_per_point["held_out" if self.runcard.scan.folds else "experimental"]
 
-    def _chi2(self, result: FitResult) -> np.ndarray:
-        name = "held_out" if self.category == HELD_OUT else "validation"
-        return result.chi2_per_point[name]
+    def _chi2(self, result: FitResult, objective: ObjectiveSection | None = None) -> np.ndarray:
+        """Each member's χ² that ``objective`` (default: the first) scores."""
+        return result.chi2_per_point[(objective or self.primary).chi2]
 
     def _trash_reason(self, result: FitResult) -> str | None:
         limits = self.runcard.scan.divergence
@@ -197,7 +211,7 @@ class Objective:
 
     def _attrs(self, result: FitResult) -> dict:
         """The fit's user attributes, by name."""
-        objective = self.runcard.scan.objective
+        objective = self.primary
         chi2 = self._chi2(result)
         attrs = {
             "statistics": all_statistics(chi2, self.folds, objective),
@@ -358,10 +372,10 @@ class _Monitor:
         if diverged > self.objective.runcard.scan.divergence.max_diverged:
             return True  # trashed anyway: stop spending compute on it
         pruner = self.objective.runcard.scan.pruner
-        if self.syncs % pruner.report_every:
-            return False
+        if self.objective.runcard.scan.objective.multi or self.syncs % pruner.report_every:
+            return False  # Optuna takes no reports in a multi-objective study
         chi2 = report.chi2_per_point[:, self.objective.category]
-        value = trial_value(chi2, self.objective.folds, self.objective.runcard.scan.objective)
+        value = trial_value(chi2, self.objective.folds, self.objective.primary)
         if np.isfinite(value):
             self.trial.report(value, step=report.step)
             if self.trial.should_prune():

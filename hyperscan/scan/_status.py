@@ -75,6 +75,26 @@ class BestTrial:
 
 
 @dataclass(frozen=True)
+class Objective:
+    """One objective of a multi-objective study: its name, direction and meaning."""
+
+    name: str
+    direction: str
+    label: str
+
+
+@dataclass(frozen=True)
+class FrontTrial:
+    """A trial of a multi-objective study's Pareto front: no other complete trial is at least
+    as good in every objective and better in one."""
+
+    number: int
+    #: Each objective's value, by name.
+    values: dict[str, float]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RunningTrial:
     """A RUNNING trial: which worker has it since when, and whether that worker is lost (no
     heartbeat for the grace period: the next worker started on the study fails it)."""
@@ -104,6 +124,10 @@ class StudyStatus:
     #: (failed trial, its retry, whether its worker was lost) of the latest retries.
     retried: list[tuple[int, int, bool]]
     retried_total: int
+    #: A multi-objective study's objectives and its Pareto front (``best`` is None there);
+    #: empty for a single objective.
+    objectives: list[Objective] = field(default_factory=list)
+    front: list[FrontTrial] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: for `hyperscan study status --json` and scripts."""
@@ -161,7 +185,12 @@ def study_status(setup: StudySetup) -> StudyStatus:
     counts = state_counts(trials)
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
     best = None
-    if complete:
+    objective = setup.runcard.scan.objective
+    if objective.multi:
+        objectives, front = pareto_front(setup)
+    else:
+        objectives, front = [], []
+    if complete and not objective.multi:
         trial = study.best_trial
         attrs = trial.user_attrs
         best = BestTrial(
@@ -201,7 +230,28 @@ def study_status(setup: StudySetup) -> StudyStatus:
         trashed_total=len(bad),
         retried=retried[-LISTED:],
         retried_total=len(retried),
+        objectives=objectives,
+        front=front,
     )
+
+
+def pareto_front(setup: StudySetup) -> tuple[list[Objective], list[FrontTrial]]:
+    """A multi-objective study's objectives and its Pareto front, by trial number (trashed
+    trials are PRUNED, so never on it)."""
+    objective, folds = setup.runcard.scan.objective, len(setup.runcard.scan.folds)
+    objectives = [
+        Objective(entry.name, entry.direction, objective_label(entry, folds))
+        for entry in objective.entries
+    ]
+    front = [
+        FrontTrial(
+            number=trial.number,
+            values=dict(zip(objective.names, trial.values, strict=True)),
+            params=dict(trial.params),
+        )
+        for trial in sorted(setup.study.best_trials, key=lambda t: t.number)
+    ]
+    return objectives, front
 
 
 @dataclass(frozen=True)
@@ -217,6 +267,8 @@ class StudySummary:
     #: The lowest complete value; None without one, or for a study hyperscan did not create
     #: (its direction may not be hyperscan's).
     best_value: float | None
+    #: A multi-objective study's Pareto front size (None for a single objective).
+    front: int | None = None
 
 
 def study_summary(study: optuna.Study) -> StudySummary:
@@ -225,14 +277,17 @@ def study_summary(study: optuna.Study) -> StudySummary:
     trials = study.get_trials(deepcopy=False)
     counts = state_counts(trials)
     budget = stored_budget(study)
-    # hyperscan minimises; another program's study may not
-    values = [trial.value for trial in trials if trial.state == TrialState.COMPLETE]
+    # hyperscan minimises a single objective; another program's study may not, and a
+    # multi-objective study has a front, not a best value
+    many = len(study.directions) > 1
+    values = [trial.value for trial in trials if trial.state == TrialState.COMPLETE and not many]
     return StudySummary(
         name=study.study_name,
         counts={state: counts[state] for state in STATES if counts[state]},
         finished=sum(trial.state in FINISHED for trial in trials),
         budget=budget,
         best_value=min(values) if values and budget is not None else None,
+        front=len(study.best_trials) if many else None,
     )
 
 

@@ -38,7 +38,6 @@ ENGINE_ATTR = "hyperscan:engine"
 #: positivity test, per-variable clipping, split and held-out scoring). Studies older than
 #: revisions carry none: 1.
 ENGINE = 2
-DIRECTION = "minimize"
 
 # Samplers that need packages hyperscan does not install: checked before anything is written.
 _SAMPLER_PACKAGES = {"gp": ("torch", "scipy"), "cmaes": ("cmaes",)}
@@ -192,7 +191,9 @@ def create_study(
     if name not in study_names(storage):
         check_new_study(runcard, source)
         try:
-            study = optuna.create_study(storage=storage, study_name=name, direction=DIRECTION)
+            study = optuna.create_study(
+                storage=storage, study_name=name, directions=runcard.scan.objective.directions
+            )
         except optuna.exceptions.DuplicatedStudyError:
             raced = True  # another process created it a moment ago: compare below
         except Exception as error:  # e.g. a database user that may read but not write

@@ -57,6 +57,8 @@ def make_sampler(runcard: ScanRuncard, salt: int | tuple[int, ...]) -> optuna.sa
         return optuna.samplers.GPSampler(seed=seed)
     if section.name == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed)
+    if section.name == "nsga2":
+        return optuna.samplers.NSGAIISampler(seed=seed)
     # constant_liar: running trials count as bad guesses, so parallel workers spread out.
     return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
 

@@ -9,7 +9,14 @@ from hyperscan.scan._api import (
     StorageLocation,
 )
 from hyperscan.scan._local import ScanEvent, TrialRecord
-from hyperscan.scan._status import BestTrial, RunningTrial, StudyStatus, StudySummary
+from hyperscan.scan._status import (
+    BestTrial,
+    FrontTrial,
+    Objective,
+    RunningTrial,
+    StudyStatus,
+    StudySummary,
+)
 from hyperscan.scan._study import Creation
 from hyperscan.scan._worker_report import WorkerReport
 
@@ -17,6 +24,8 @@ __all__ = [
     "BestTrial",
     "Creation",
     "ExportedTrial",
+    "FrontTrial",
+    "Objective",
     "RunningTrial",
     "SalvagedStudy",
     "ScanEvent",

@@ -41,7 +41,7 @@ def history_figure(trials: Trials, label: str) -> Figure:
         ax.scatter(
             numbers, values, s=22, color=STATE_COLOURS["complete"], label="complete", zorder=3
         )
-        best = np.minimum.accumulate(values)
+        best = trials.sign * np.minimum.accumulate(trials.sign * values)
         ax.step(numbers, best, where="post", color=_BEST, lw=2, label="running best", zorder=4)
     shown = list(values)
     pruned = [(t.number, r[1]) for t in trials.pruned if (r := t.last_report)]

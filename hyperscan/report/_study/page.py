@@ -21,6 +21,7 @@ from hyperscan.report._study.figures import (
     states_figure,
     throughput_figure,
 )
+from hyperscan.report._study.front import front_section
 from hyperscan.report._study.tables import (
     apart_rows,
     best_table,
@@ -245,7 +246,11 @@ def study_report(
     why: the page says that nothing is best and leaves out only what needs a value.
     """
     now = now or datetime.datetime.now()
-    trials = Trials.of(study.get_trials(deepcopy=False))
+    many = len(study.directions) > 1
+    trials = Trials.of(
+        study.get_trials(deepcopy=False),
+        maximize=study.directions[0] == optuna.study.StudyDirection.MAXIMIZE,
+    )
     counts = trials.counts
     listed = ", ".join(f"{counts[s]} {s}" for s in STATE_ORDER if counts.get(s))
     if not (trials.complete or trials.pruned or trials.trashed or trials.failed):
@@ -267,6 +272,9 @@ def study_report(
             "spread": _spread(trials, card, label),
             "best": _best(name, trials, card, top),
             "workers": _workers(trials, now),
+            "front": front_section(trials, [t.number for t in study.best_trials], card)
+            if many
+            else "",
         }
     summary = "".join(
         f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
@@ -279,6 +287,7 @@ def study_report(
         version=escape(__version__),
         summary=summary,
         no_best=_no_best(name, trials, listed),
+        front_nav='<a href="#front">Pareto front</a>\n' if sections["front"] else "",
         **sections,
         apart=_apart(trials),
         runcard=_runcard(runcard_text),

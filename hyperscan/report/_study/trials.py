@@ -69,14 +69,18 @@ class TrialRecord:
     replicas: dict[str, Any]
     folds: Any
     merits: dict[str, float]  # MERITS' figures, each the mean over the folds
+    #: A multi-objective study's values, one per objective (``value`` is the first).
+    values: tuple[float, ...] | None = None
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> TrialRecord:
         attrs = trial.user_attrs
+        many = trial.values is not None and len(trial.values) > 1
         return cls(
             number=trial.number,
             kind=_kind(trial),
-            value=trial.value,
+            value=trial.values[0] if trial.values else None,
+            values=tuple(trial.values) if many else None,
             params=trial.params,
             distributions=trial.distributions,
             last_report=last_report(trial),
@@ -123,6 +127,8 @@ class Trials:
     pruned: list[TrialRecord] = field(default_factory=list)  # stopped by the pruner
     trashed: list[TrialRecord] = field(default_factory=list)  # diverged replicas
     failed: list[TrialRecord] = field(default_factory=list)
+    #: -1 where the (first) objective is maximised: "best" is the highest value then.
+    sign: float = 1.0
 
     def __post_init__(self) -> None:
         for trial in self.all:
@@ -134,12 +140,14 @@ class Trials:
                 self.failed.append(trial)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial]) -> Trials:
-        return cls([TrialRecord.of(t) for t in trials], retries(trials))
+    def of(cls, trials: Sequence[FrozenTrial], maximize: bool = False) -> Trials:
+        """``maximize``: the (first) objective is maximised."""
+        records = [TrialRecord.of(t) for t in trials]
+        return cls(records, retries(trials), sign=-1.0 if maximize else 1.0)
 
     @property
     def ranked(self) -> list[TrialRecord]:
-        return sorted(self.complete, key=lambda t: (t.value, t.number))
+        return sorted(self.complete, key=lambda t: (self.sign * t.value, t.number))
 
     @property
     def counts(self) -> dict[str, int]:
@@ -174,6 +182,10 @@ def objective_text(card: ScanRuncard | None) -> tuple[str, str]:
     if card is None:
         return "the trial value", "trial value"
     objective = card.scan.objective
+    if objective.multi:  # the figures of one value show the first objective
+        first = objective.entries[0]
+        label = objective_label(first, len(card.scan.folds))
+        return f"the first objective, {first.name} ({first.direction}): {label}", first.name
     if objective.loss != "statistic":
         return objective_label(objective, len(card.scan.folds)), _LOSS_LABELS[objective.loss]
     statistic = {
