@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from ._load import _Dumper, _is_model, _unwrap
 from ._scan import ScanRuncard, ScanSection
-from ._schema import FitRuncard, _number
+from ._schema import FitRuncard, Methodology, _number
 from ._space import Choices, Range, _fit_settings, _fixed_reason, _scalar_settings
 
 __all__ = ["COMMAND", "documents", "json_schema", "markdown", "write"]
@@ -159,7 +159,7 @@ def _rows(
             f"| {_text(field.description)} |"
         )
         inner, held = _model_inside(field.annotation)
-        if inner is not None:
+        if inner is not None and model is not Methodology:  # its sections are listed above
             below = {"": path, "list": f"{path}[]"}.get(held) or f"{path}.{_KEY_NAMES[name]}"
             rows += _rows(inner, below, long, held == "mapping" and not field.is_required())
     return rows
