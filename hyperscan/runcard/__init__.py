@@ -10,6 +10,7 @@ from ._load import (
     dump_runcard,
     load_fit_runcard,
     parse_fit_runcard,
+    read_value,
     runcard_from_dict,
 )
 from ._scan import (
@@ -98,6 +99,7 @@ __all__ = [
     "load_scan_runcard",
     "parse_fit_runcard",
     "parse_scan_runcard",
+    "read_value",
     "runcard_from_dict",
     "scan_runcard_from_dict",
     "with_settings",

@@ -506,6 +506,15 @@ def _parse(model: type[M], text: str, source: str) -> M:
     return _validate(model, _parse_yaml(text, source, None), source)
 
 
+def read_value(text: str, source: str) -> Any:
+    """One value written as a runcard would write it (``20000``, ``1e-3``, ``[30, 20]``,
+    ``null``); ``source`` names it in the :class:`RuncardError` for malformed YAML."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except yaml.YAMLError as err:
+        raise RuncardError([("", _yaml_problem(err))], None, source) from None
+
+
 def load_fit_runcard(path: str | os.PathLike[str]) -> FitRuncard:
     """Read and validate a fit runcard file; raises :class:`RuncardError`."""
     return _load(FitRuncard, path)
