@@ -225,8 +225,9 @@ def export_sample(
     overrides: Sequence[tuple[str, Any]] = (),
     seed: int = DEFAULT_SAMPLE_SEED,
 ) -> tuple[list[int], str]:
-    """The trial each replica takes, and the text of a fit runcard whose replicas each draw a methodology, uniformly and reproducibly from
-    ``seed``, among the ``sample`` best eligible trials (n3fit's ``trial_specs``), and its text.
+    """The trial each replica takes, and the text of a fit runcard whose replicas each draw
+    a methodology, uniformly and reproducibly from ``seed``, among the ``sample`` best
+    eligible trials (n3fit's ``trial_specs``).
 
     The base is the study's fit part (no folds: the ensemble fits all data) with ``overrides``
     applied; each replica's entry holds the sections its trial changes, overridden alike.
