@@ -152,12 +152,15 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ScanError(str(error)) from None
 
 
-def _overridden(data: dict[str, Any], overrides: Sequence[tuple[str, Any]]) -> dict[str, Any]:
-    """``data`` (fit-runcard data) with the overrides whose section it holds applied."""
+def _overridden(
+    data: dict[str, Any], overrides: Sequence[tuple[str, Any]], entry: bool = False
+) -> dict[str, Any]:
+    """``data`` (fit-runcard data, or a methodology ``entry``) with the overrides applied; an
+    entry takes only those of the keys it sets (the base's apply to the rest)."""
     for path, value in overrides:
         *sections, _ = path.split(".")
-        if sections and sections[0] not in data:
-            continue  # a methodology entry without this section takes the base's
+        if entry and path.split(".")[0] not in data:
+            continue
         node: Any = data
         for depth, section in enumerate(sections):
             node = node.get(section) if isinstance(node, dict) else None
@@ -229,7 +232,8 @@ def export_sample(
     a methodology, uniformly and reproducibly from ``seed``, among the ``sample`` best
     eligible trials (n3fit's ``trial_specs``).
 
-    The base is the study's fit part (no folds: the ensemble fits all data) with ``overrides``
+    The base is the study's fit part fitting a trial's replicas (no folds: the ensemble fits
+    all data) with ``overrides``
     applied; each replica's entry holds the sections its trial changes, overridden alike.
     """
     for path, _ in overrides:
@@ -239,6 +243,7 @@ def export_sample(
     eligible, best = _ranked(setup, sample, thermalization)
     scan = setup.runcard
     fit = scan.fit.model_dump(mode="json", exclude={"methodologies"})
+    fit["replicas"] = list(scan.scan.replica_ids)  # a trial's replicas
     base = _overridden(fit, overrides)
     try:
         replicas = runcard_from_dict(base, "--override").replica_ids
@@ -250,7 +255,7 @@ def export_sample(
             drawn = scan.scan.space.apply(scan.fit, trial.params).model_dump(mode="json")
         except (RuncardError, NotInSpace) as error:
             raise ScanError(f"trial {trial.number} has no valid fit runcard: {error}") from None
-        entry = _overridden(_methodology(fit, drawn), overrides)
+        entry = _overridden(_methodology(fit, drawn), overrides, entry=True)
         methodologies[trial.number] = {"trial": trial.number, **entry}
     rng = random.Random(seed)
     taken = [best[rng.randrange(len(best))].number for _ in replicas]
