@@ -185,9 +185,9 @@ def _methodology(base: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:
     return {key: trial[key] for key in MEMBER_KEYS if trial[key] != base[key]}
 
 
-def _ranked(setup: StudySetup, sample: int, thermalization: int) -> tuple[list, list]:
-    """The eligible trials (complete, not trashed, number >= ``thermalization``) and the
-    ``sample`` best of them, best first."""
+def _ranked(setup: StudySetup, sample: int, thermalization: int) -> tuple[list, list, int]:
+    """The eligible trials (complete, not trashed, number >= ``thermalization``), the
+    ``sample`` best of them, best first, and the sign that makes lower values better."""
     study = setup.study
     name = study.study_name
     if len(study.directions) > 1:
@@ -214,7 +214,7 @@ def _ranked(setup: StudySetup, sample: int, thermalization: int) -> tuple[list, 
         )
     sign = 1 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1
     best = sorted(eligible, key=lambda t: (sign * t.value, t.number))[:sample]
-    return eligible, best
+    return eligible, best, sign
 
 
 def _numbers(trials: Sequence[optuna.trial.FrozenTrial]) -> str:
@@ -240,7 +240,7 @@ def export_sample(
         reason = _refused(path)
         if reason is not None:
             raise ScanError(f"--override {path}: {reason}")
-    eligible, best = _ranked(setup, sample, thermalization)
+    eligible, best, sign = _ranked(setup, sample, thermalization)
     scan = setup.runcard
     fit = scan.fit.model_dump(mode="json", exclude={"methodologies"})
     fit["replicas"] = list(scan.scan.replica_ids)  # a trial's replicas
@@ -273,20 +273,17 @@ def export_sample(
         f"study: {setup.study.study_name}",
         f"storage: {setup.url}",
         f"rule: each replica draws uniformly, with seed {seed}, one of the {sample} best "
-        f"(by value) of the eligible trials: complete, not trashed, numbered "
-        f"{thermalization} or above",
-        *textwrap.wrap(
-            f"eligible: {_numbers(sorted(eligible, key=lambda t: t.number))}",
-            96,
-            subsequent_indent="  ",
-        ),
+        f"({'lowest' if sign > 0 else 'highest'} value) of the eligible trials: complete, "
+        f"not trashed, numbered {thermalization} or above",
+        f"eligible: {_numbers(sorted(eligible, key=lambda t: t.number))}",
         "sampled: " + ", ".join(f"{t.number} (value {t.value:.6g})" for t in best),
         f"seed: {seed}",
         f"overrides: {' '.join(shown) or 'none'}",
         f"exported: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
         f"hyperscan: {__version__}",
     ]
-    return taken, dump_runcard(runcard, header="\n".join(lines))
+    wrapped = [part for line in lines for part in textwrap.wrap(line, 96, subsequent_indent="  ")]
+    return taken, dump_runcard(runcard, header="\n".join(wrapped))
 
 
 # os.link's refusals on a file system without hard links (FAT, some network and FUSE

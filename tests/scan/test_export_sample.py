@@ -9,7 +9,6 @@ worker draws them and told a value, no fit.
 
 from __future__ import annotations
 
-import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -98,12 +97,13 @@ def test_sample_draws_replicas_from_the_best_eligible_trials(study):
         assert member.data == scan.fit.data and member.replica_ids == (replica,)
         assert member.folds == ()  # the ensemble fits all data
 
-    # The header says which trials were eligible and the rule.
+    # The header says which trials were eligible and the rule (lines wrapped at spaces).
     text = out.read_text()
-    header = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
     eligible = [n for n in range(2, len(VALUES)) if n not in (TRASHED, FAILED)]
-    assert f"eligible: {', '.join(map(str, eligible))}" in header
-    assert re.search(r"one of the 3 best .* numbered 2 or above", header)
+    assert f"eligible: {', '.join(map(str, eligible))} " in header
+    rule = "one of the 3 best (lowest value) of the eligible trials: complete, not trashed, "
+    assert rule + "numbered 2 or above" in header
     assert "seed: 0" in header
 
 
