@@ -99,7 +99,8 @@ def test_sample_draws_replicas_from_the_best_eligible_trials(study):
 
     # The header says which trials were eligible and the rule (lines wrapped at spaces).
     text = out.read_text()
-    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    comments = [line[1:] for line in text.splitlines() if line.startswith("#")]
+    header = " ".join(" ".join(comments).split())
     eligible = [n for n in range(2, len(VALUES)) if n not in (TRASHED, FAILED)]
     assert f"eligible: {', '.join(map(str, eligible))} " in header
     rule = "one of the 3 best (lowest value) of the eligible trials: complete, not trashed, "
