@@ -705,6 +705,10 @@ def _check_methodologies(data: Any) -> Any:
             )
         partial = {k: v for k, v in entry.items() if k != "trial" and k not in shared}
         try:
+            Methodology.model_validate({"trial": entry.get("trial")})
+        except ValidationError as error:
+            errors += [_relocated(e, ("methodologies", index)) for e in error.errors()]
+        try:
             member = FitRuncard.model_validate(merge_methodology(base_data, partial))
         except ValidationError as error:
             errors += [_relocated(e, ("methodologies", index)) for e in error.errors()]
