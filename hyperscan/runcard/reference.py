@@ -234,9 +234,10 @@ methodologies:
 
 An entry may set {", ".join(f"`{key}`" for key in MEMBER_KEYS)} and `trial`;
 `data`, `training`, `divergence`, `folds` and `replicas` are the same for all replicas and
-refused there. Each entry must make a valid runcard with the rest: a mistake is reported at its path,
-say `methodologies[2].optimizer.learning_rate`, and a list whose length is not the number of
-replicas is refused. A scan runcard has no `methodologies` (each trial draws its own).
+refused there. Each entry must make a valid runcard with the rest: a mistake is reported at
+its path, say `methodologies[2].optimizer.learning_rate`, and a list whose length is not the
+number of replicas is refused. A scan runcard has no `methodologies` (each trial draws its
+own).
 
 ## Scan runcard: a fit runcard plus `scan:`
 
