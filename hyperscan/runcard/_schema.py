@@ -660,14 +660,14 @@ def _relocated(error: ErrorDetails, prefix: tuple[Any, ...]) -> InitErrorDetails
     return details
 
 
-def _check_methodologies(data: Any) -> Any:
+def _check_methodologies(model: type[FitRuncard], data: Any) -> Any:
     """Validate every `methodologies` entry as the runcard it makes with the base: all its
     errors at once, each under its entry's key path; then store the merged sections."""
     entries = data.get("methodologies") if isinstance(data, dict) else None
     if not _is_sequence(entries) or not entries:
         return data
     try:
-        base = FitRuncard.model_validate({k: v for k, v in data.items() if k != "methodologies"})
+        base = model.model_validate({k: v for k, v in data.items() if k != "methodologies"})
     except ValidationError:
         return data  # the base's own errors come first
     replicas = len(base.replica_ids)
@@ -691,7 +691,7 @@ def _check_methodologies(data: Any) -> Any:
         if not isinstance(entry, dict):
             stored.append(entry)  # the field's type check says what is wrong
             continue
-        shared = [key for key in entry if key in FitRuncard.model_fields and key not in MEMBER_KEYS]
+        shared = [key for key in entry if key in model.model_fields and key not in MEMBER_KEYS]
         for key in shared:
             errors.append(
                 InitErrorDetails(
@@ -709,7 +709,7 @@ def _check_methodologies(data: Any) -> Any:
         except ValidationError as error:
             errors += [_relocated(e, ("methodologies", index)) for e in error.errors()]
         try:
-            member = FitRuncard.model_validate(merge_methodology(base_data, partial))
+            member = model.model_validate(merge_methodology(base_data, partial))
         except ValidationError as error:
             errors += [_relocated(e, ("methodologies", index)) for e in error.errors()]
             continue
@@ -778,7 +778,7 @@ class FitRuncard(_Section):
     @model_validator(mode="before")
     @classmethod
     def _merged_methodologies(cls, data: Any) -> Any:
-        return _check_methodologies(data)
+        return _check_methodologies(cls, data)
 
     @field_validator("folds")
     @classmethod
