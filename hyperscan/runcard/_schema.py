@@ -28,6 +28,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    SerializerFunctionWrapHandler,
     Strict,
     Tag,
     ValidationError,
@@ -35,7 +36,6 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
-from pydantic.functional_serializers import SerializerFunctionWrapHandler
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 # --------------------------------------------------------------------------------------------
