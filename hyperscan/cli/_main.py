@@ -121,6 +121,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
                 dump_runcard(card, header=f"fitted by hyperscan {__version__}"),
                 outdir,
                 force=force,
+                runcard=card,
             )
         except ResultsKeptError as error:
             fail(str(error))

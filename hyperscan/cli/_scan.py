@@ -222,12 +222,65 @@ def _walltime_reason(report) -> str:
     help="A multi-objective study's trial chosen from its Pareto front, e.g. "
     '"min chi2 within 0.05 of best, then max phi2" (docs/objectives.md).',
 )
+@click.option(
+    "--sample",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="An ensemble instead: each replica draws the methodology of one of the N best "
+    "eligible trials (complete, not trashed, numbered T or above).",
+)
+@click.option(
+    "--thermalization",
+    type=click.IntRange(min=0),
+    metavar="T",
+    help="With --sample: trials numbered below T are not eligible (the sampler was still "
+    "exploring).  [default: 0]",
+)
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="With --sample: set a key of the base runcard and of every replica's methodology "
+    "(e.g. epochs=20000, replicas=100); repeatable.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    metavar="S",
+    help="With --sample: the seed of the replicas' draw, written in the runcard.  [default: 0]",
+)
 @force_option
 def export(
-    name: str, storage: str | None, output: Path, number: int | None, rule: str | None, force: bool
+    name: str,
+    storage: str | None,
+    output: Path,
+    number: int | None,
+    rule: str | None,
+    sample: int | None,
+    thermalization: int | None,
+    overrides: tuple[str, ...],
+    seed: int | None,
+    force: bool,
 ) -> None:
     """Write the best eligible trial, trial N, or the trial of a multi-objective study's
-    Pareto front that a rule chooses, as a fit runcard (`hyperscan fit` reproduces it)."""
+    Pareto front that a rule chooses, as a fit runcard (`hyperscan fit` reproduces it); with
+    --sample, an ensemble of the best trials' methodologies."""
+    if sample is None:
+        given = [
+            option
+            for option, value in (
+                ("--thermalization", thermalization),
+                ("--override", overrides or None),
+                ("--seed", seed),
+            )
+            if value is not None
+        ]
+        if given:
+            fail(f"{', '.join(given)} only apply with --sample N")
+    elif number is not None or rule is not None:
+        option = "--trial N (one trial)" if number is not None else "--rule (one trial)"
+        fail(f"give either {option} or --sample N (an ensemble), not both")
     check_not_an_input(output, storage)
     check_target(output, force)
     check_folder_exists(output)
@@ -235,9 +288,26 @@ def export(
     from hyperscan.scan import open_study
 
     with user_errors():
-        exported = open_study(name, storage).export(number, rule)
-        exported.write(output, force=force)
-    click.echo(f"trial {exported.number} ({exported.outcome}) written to {output}")
+        study = open_study(name, storage)
+        if sample is not None:
+            drawn = study.export_sample(
+                sample,
+                thermalization or 0,
+                overrides,
+                **({} if seed is None else {"seed": seed}),
+            )
+            drawn.write(output, force=force)
+        else:
+            exported = study.export(number, rule)
+            exported.write(output, force=force)
+    if sample is not None:
+        chosen = sorted(set(drawn.trials))
+        click.echo(
+            f"{len(drawn.trials)} replicas drawn from trials {', '.join(map(str, chosen))} "
+            f"(seed {drawn.seed}) written to {output}"
+        )
+    else:
+        click.echo(f"trial {exported.number} ({exported.outcome}) written to {output}")
 
 
 @click.command()

@@ -31,6 +31,7 @@ from hyperscan.fit._format import (
 
 if TYPE_CHECKING:
     from hyperscan.fit._fit import FitResult
+    from hyperscan.runcard import FitRuncard
 
 
 class ResultsKeptError(Exception):
@@ -46,15 +47,19 @@ def _finite_or_none(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def results_document(result: FitResult) -> dict:
+def results_document(result: FitResult, runcard: FitRuncard | None = None) -> dict:
     """The content of ``results.json``: plain JSON, so a non-finite χ² (a diverged member) is
-    null; ``divergence`` and ``redrawn_starts`` appear only on the members they concern."""
+    null; ``divergence`` and ``redrawn_starts`` appear only on the members they concern.
+    ``trial``: the scan trial whose methodology the member fitted (``runcard``'s
+    ``methodologies``), null for none."""
     members = []
     for m in range(result.n_members):
+        replica = int(result.replicas[m])
         members.append(
             {
-                "replica": int(result.replicas[m]),
+                "replica": replica,
                 "fold": int(result.folds[m]),
+                "trial": runcard.member_trial(replica) if runcard is not None else None,
                 "status": result.status[m],
                 "best_epoch": int(result.best_epoch[m]),
                 "stop_epoch": int(result.stop_epoch[m]),
@@ -84,8 +89,15 @@ def _redrawn(result: FitResult, member: int) -> bool:
     return result.redraws is not None and result.redraws[member] > 0
 
 
-def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = False) -> None:
-    """Write into a temporary sibling folder, then move it into place.
+def write_fit(
+    result: FitResult,
+    runcard_text: str,
+    outdir: Path,
+    force: bool = False,
+    runcard: FitRuncard | None = None,
+) -> None:
+    """Write into a temporary sibling folder, then move it into place; ``runcard`` (the one
+    fitted) names each member's trial in ``results.json``.
 
     The caller checks `outdir` before the fit; should it still not take the results (made by
     another process meanwhile, or not movable), they stay in the temporary folder, which
@@ -96,7 +108,7 @@ def write_fit(result: FitResult, runcard_text: str, outdir: Path, force: bool = 
     staging = Path(tempfile.mkdtemp(prefix=f".{outdir.name}.", dir=outdir.parent))
     os.chmod(staging, 0o777 & ~umask())  # mkdtemp's 0700 would hide results from a group
     try:
-        (staging / RESULTS_FILE).write_text(json.dumps(results_document(result), indent=2))
+        (staging / RESULTS_FILE).write_text(json.dumps(results_document(result, runcard), indent=2))
         (staging / RUNCARD_FILE).write_text(runcard_text)
         np.savez_compressed(
             staging / PDF_FILE,

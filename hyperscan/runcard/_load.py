@@ -226,20 +226,27 @@ def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
 
+def _inlining(model: Any, name: Any) -> Inlined | None:
+    field = model.model_fields.get(name) if _is_model(model) else None
+    marks = [m for m in field.metadata if isinstance(m, Inlined)] if field is not None else []
+    return marks[0] if marks else None
+
+
 def _inlined(model: Any, name: Any) -> Any:
     """The model of ``model``'s field ``name`` if its keys are written inline, else None."""
-    field = model.model_fields.get(name) if _is_model(model) else None
-    if field is not None and any(isinstance(m, Inlined) for m in field.metadata):
-        return field.annotation
-    return None
+    return model.model_fields[name].annotation if _inlining(model, name) else None
 
 
 def _fields(model: type[BaseModel]) -> dict[str, Any]:
     """The keys a runcard writes for ``model``, inlined fields replaced by their own keys."""
     fields: dict[str, Any] = {}
     for name, field in model.model_fields.items():
-        inner = _inlined(model, name)
-        fields.update(_fields(inner) if inner is not None else {name: field})
+        mark = _inlining(model, name)
+        if mark is None:
+            fields[name] = field
+            continue
+        inner = _fields(field.annotation)
+        fields.update({key: value for key, value in inner.items() if key not in mark.without})
     return fields
 
 
@@ -497,6 +504,15 @@ def _load(model: type[M], path: str | os.PathLike[str]) -> M:
 
 def _parse(model: type[M], text: str, source: str) -> M:
     return _validate(model, _parse_yaml(text, source, None), source)
+
+
+def read_value(text: str, source: str) -> Any:
+    """One value written as a runcard would write it (``20000``, ``1e-3``, ``[30, 20]``,
+    ``null``); ``source`` names it in the :class:`RuncardError` for malformed YAML."""
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+    except yaml.YAMLError as err:
+        raise RuncardError([("", _yaml_problem(err))], None, source) from None
 
 
 def load_fit_runcard(path: str | os.PathLike[str]) -> FitRuncard:

@@ -41,6 +41,7 @@ from ._schema import (
     check_disjoint_folds,
     fail_at,
     folds_outside,
+    rule_error,
 )
 from ._space import Space
 
@@ -481,7 +482,7 @@ class ScanRuncard(_Section):
     """A fit part (the base runcard of every trial) and the ``scan:`` section saying what
     varies. A runcard writes the fit part's keys at its top level, beside ``scan:``."""
 
-    fit: Annotated[FitRuncard, Inlined()]
+    fit: Annotated[FitRuncard, Inlined(without=("methodologies",))]
     scan: ScanSection
 
     @model_validator(mode="before")
@@ -489,6 +490,12 @@ class ScanRuncard(_Section):
     def _fit_keys_beside_scan(cls, data: Any) -> Any:
         """Every top-level key but ``scan`` belongs to the fit part (unless it is given as a
         :class:`FitRuncard` already, as ``ScanRuncard(fit=..., scan=...)`` does)."""
+        if isinstance(data, Mapping) and data.get("methodologies"):
+            raise rule_error(
+                "a scan runcard has no per-replica methodologies: each trial draws its own "
+                "from scan.space (`hyperscan export --sample` makes a fit runcard with them)",
+                "methodologies",
+            )
         if isinstance(data, Mapping) and not isinstance(data.get("fit"), FitRuncard):
             parts: dict[str, Any] = {"fit": {k: v for k, v in data.items() if k != "scan"}}
             if "scan" in data:
@@ -500,7 +507,8 @@ class ScanRuncard(_Section):
     def _fit_keys_at_top(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Dumped as written: the fit part's keys, then ``scan``."""
         data = handler(self)
-        return {**data["fit"], "scan": data["scan"]}
+        fit = {key: value for key, value in data["fit"].items() if key != "methodologies"}
+        return {**fit, "scan": data["scan"]}
 
     @model_validator(mode="after")
     def _fits_the_base(self) -> ScanRuncard:

@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from ._load import _Dumper, _is_model, _unwrap
 from ._scan import ScanRuncard, ScanSection
-from ._schema import FitRuncard, _number
+from ._schema import MEMBER_KEYS, FitRuncard, Methodology, _number
 from ._space import Choices, Range, _fit_settings, _fixed_reason, _scalar_settings
 
 __all__ = ["COMMAND", "documents", "json_schema", "markdown", "write"]
@@ -159,7 +159,7 @@ def _rows(
             f"| {_text(field.description)} |"
         )
         inner, held = _model_inside(field.annotation)
-        if inner is not None:
+        if inner is not None and model is not Methodology:  # its sections are listed above
             below = {"": path, "list": f"{path}[]"}.get(held) or f"{path}.{_KEY_NAMES[name]}"
             rows += _rows(inner, below, long, held == "mapping" and not field.is_required())
     return rows
@@ -213,6 +213,31 @@ hyperscan when it reads the runcard.
 
 {_HEADER}
 {fit}
+
+### Per-replica methodologies
+
+`methodologies` gives each replica its own methodology, all fitted in one batched model: one
+entry per replica, in the order of `replicas`. An entry sets what its replica changes; each
+section it names is merged key by key over the runcard's (an `optimizer` with only
+`learning_rate` keeps the runcard's optimiser; `architecture: {{nodes: [30]}}` gets tanh, as at
+the top level), and `trial` says which scan trial it came from (`hyperscan export --sample`
+writes it; `results.json` repeats it per member).
+
+```yaml
+replicas: [1, 2, 3]
+optimizer: {{name: adam, learning_rate: 1.0e-2}}
+methodologies:
+  - {{}}  # replica 1: the runcard as written
+  - {{optimizer: {{learning_rate: 1.0e-3}}}}  # replica 2: adam at 1e-3
+  - {{architecture: {{nodes: [30]}}, epochs: 900, trial: 12}}
+```
+
+An entry may set {", ".join(f"`{key}`" for key in MEMBER_KEYS)} and `trial`;
+`data`, `training`, `divergence`, `folds` and `replicas` are the same for all replicas and
+refused there. Each entry must make a valid runcard with the rest: a mistake is reported at
+its path, say `methodologies[2].optimizer.learning_rate`, and a list whose length is not the
+number of replicas is refused. A scan runcard has no `methodologies` (each trial draws its
+own).
 
 ## Scan runcard: a fit runcard plus `scan:`
 

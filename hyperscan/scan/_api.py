@@ -9,7 +9,7 @@ Errors a user can fix come as :class:`ScanError`, :class:`StorageError` (the sto
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,14 @@ from optuna.trial import TrialState
 from hyperscan.runcard import ScanRuncard, load_scan_runcard
 from hyperscan.scan._copy import copy_study as _copy_study
 from hyperscan.scan._copy import salvage_copy as _salvage_copy
-from hyperscan.scan._export import export_trial, outcome, write_atomically
+from hyperscan.scan._export import (
+    DEFAULT_SAMPLE_SEED,
+    export_sample,
+    export_trial,
+    outcome,
+    parse_override,
+    write_atomically,
+)
 from hyperscan.scan._local import (
     ScanEvent,
     TrialRecord,
@@ -103,6 +110,23 @@ class ExportedTrial:
         return Path(path)
 
 
+@dataclass(frozen=True)
+class ExportedSample:
+    """An ensemble drawn from a study's best trials as one fit runcard (``methodologies``):
+    ``hyperscan fit`` fits every replica with its trial's methodology in one model."""
+
+    study: str
+    #: The trial each replica took, in the order of the runcard's replicas.
+    trials: tuple[int, ...]
+    seed: int
+    text: str  # the fit runcard, headed by comments saying which trials were eligible, and why
+
+    def write(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Write the runcard to ``path`` atomically, as :meth:`ExportedTrial.write` does."""
+        write_atomically(Path(path), self.text, force=force)
+        return Path(path)
+
+
 class Study:
     """A study in a storage, with the runcard it carries: read its status, export a trial,
     copy it elsewhere, run a worker on it. Made by :func:`create_study` or :func:`open_study`.
@@ -166,6 +190,21 @@ class Study:
         value = found.values[0] if complete and len(found.values) == 1 else None
         names = self._setup.runcard.scan.objective.names
         return ExportedTrial(self.name, found.number, outcome(found, names), value, text)
+
+    def export_sample(
+        self,
+        sample: int,
+        thermalization: int = 0,
+        overrides: Sequence[str] = (),
+        seed: int = DEFAULT_SAMPLE_SEED,
+    ) -> ExportedSample:
+        """A fit runcard whose replicas each draw, reproducibly from ``seed``, the
+        methodology of one of the ``sample`` best complete trials numbered ``thermalization``
+        or above; ``overrides`` (``"epochs=20000"``) apply to the base and every replica's."""
+        parsed = [parse_override(text) for text in overrides]
+        with self.reading():
+            trials, text = export_sample(self._setup, sample, thermalization, parsed, seed)
+        return ExportedSample(self.name, tuple(trials), seed, text)
 
     def copy_to(
         self, storage: str, name: str | None = None, *, grace_period: int = GRACE_PERIOD

@@ -6,8 +6,10 @@ from __future__ import annotations
 import datetime
 import errno
 import os
+import random
 import tempfile
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,16 @@ from optuna.trial import TrialState
 
 from hyperscan import __version__
 from hyperscan._files import umask
-from hyperscan.runcard import NotInSpace, RuncardError, ScanRuncard, dump_runcard
+from hyperscan.runcard import (
+    MEMBER_KEYS,
+    NotInSpace,
+    RuncardError,
+    ScanRuncard,
+    dump_runcard,
+    read_value,
+    runcard_from_dict,
+    with_settings,
+)
 from hyperscan.scan._rule import RuleError, parse_rule
 from hyperscan.scan._status import objective_label, pareto_front, state_counts
 from hyperscan.scan._study import ScanError, StudySetup
@@ -179,6 +190,159 @@ def export_trial(
             f"trial {trial.number} of study {setup.study.study_name!r} has no fit runcard: "
             f"{error} (it was ended without a worker drawing its values)"
         ) from None
+
+
+#: The seed of the draw when none is given: the same command writes the same runcard.
+DEFAULT_SAMPLE_SEED = 0
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``--override PATH=VALUE``: the dotted path and the value, read as a runcard reads it."""
+    path, equals, value = text.partition("=")
+    if not equals or not path.strip() or any(not part for part in path.strip().split(".")):
+        raise ScanError(
+            f"--override {text!r}: expected a dotted key path, '=' and a value, "
+            "e.g. epochs=20000 or optimizer.learning_rate=1e-3"
+        )
+    path = path.strip()
+    try:
+        return path, read_value(value, f"--override {path}")
+    except RuncardError as error:
+        raise ScanError(str(error)) from None
+
+
+def _overridden(
+    data: dict[str, Any], overrides: Sequence[tuple[str, Any]], entry: bool = False
+) -> dict[str, Any]:
+    """``data`` (fit-runcard data, or a methodology ``entry``) with the overrides applied; an
+    entry takes only those of the keys it sets (the base's apply to the rest)."""
+    for path, value in overrides:
+        *sections, _ = path.split(".")
+        if entry and path.split(".")[0] not in data:
+            continue
+        node: Any = data
+        for depth, section in enumerate(sections):
+            node = node.get(section) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                where = ".".join(sections[: depth + 1])
+                raise ScanError(
+                    f"--override {path}: {where!r} is not a section of a fit runcard, so it "
+                    "has no key below it"
+                )
+        data = with_settings(data, {path: value})
+    return data
+
+
+def _refused(path: str) -> str | None:
+    if path.split(".")[0] == "methodologies":
+        return "the methodologies are what --sample draws; override their keys instead"
+    return None
+
+
+def _methodology(base: dict[str, Any], trial: dict[str, Any]) -> dict[str, Any]:
+    """The per-member sections in which a trial's fit runcard differs from the base's."""
+    return {key: trial[key] for key in MEMBER_KEYS if trial[key] != base[key]}
+
+
+def _ranked(setup: StudySetup, sample: int, thermalization: int) -> tuple[list, list, int]:
+    """The eligible trials (complete, not trashed, number >= ``thermalization``), the
+    ``sample`` best of them, best first, and the sign that makes lower values better."""
+    study = setup.study
+    name = study.study_name
+    if len(study.directions) > 1:
+        raise ScanError(
+            f"study {name!r} has {len(study.directions)} objectives, so its trials have no "
+            "single ranking: --sample takes the best by one value; export trials of its "
+            "Pareto front one by one with --trial N"
+        )
+    trials = study.get_trials(deepcopy=False)
+    if thermalization >= len(trials):
+        held = f"trials 0 to {len(trials) - 1}" if trials else "no trials"
+        raise ScanError(
+            f"--thermalization {thermalization} leaves no trial: study {name!r} has {held}"
+        )
+    eligible = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and not trashed(t) and t.number >= thermalization
+    ]
+    if sample > len(eligible):
+        raise ScanError(
+            f"--sample {sample} is more than the {len(eligible)} eligible trials of study "
+            f"{name!r} (complete, not trashed, numbered {thermalization} or above)"
+        )
+    sign = 1 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1
+    best = sorted(eligible, key=lambda t: (sign * t.value, t.number))[:sample]
+    return eligible, best, sign
+
+
+def _numbers(trials: Sequence[optuna.trial.FrozenTrial]) -> str:
+    return ", ".join(str(t.number) for t in trials) or "none"
+
+
+def export_sample(
+    setup: StudySetup,
+    sample: int,
+    thermalization: int = 0,
+    overrides: Sequence[tuple[str, Any]] = (),
+    seed: int = DEFAULT_SAMPLE_SEED,
+) -> tuple[list[int], str]:
+    """The trial each replica takes, and the text of a fit runcard whose replicas each draw
+    a methodology, uniformly and reproducibly from ``seed``, among the ``sample`` best
+    eligible trials (n3fit's ``trial_specs``).
+
+    The base is the study's fit part fitting a trial's replicas (no folds: the ensemble fits
+    all data) with ``overrides``
+    applied; each replica's entry holds the sections its trial changes, overridden alike.
+    """
+    for path, _ in overrides:
+        reason = _refused(path)
+        if reason is not None:
+            raise ScanError(f"--override {path}: {reason}")
+    eligible, best, sign = _ranked(setup, sample, thermalization)
+    scan = setup.runcard
+    fit = scan.fit.model_dump(mode="json", exclude={"methodologies"})
+    fit["replicas"] = list(scan.scan.replica_ids)  # a trial's replicas
+    base = _overridden(fit, overrides)
+    try:
+        replicas = runcard_from_dict(base, "--override").replica_ids
+    except RuncardError as error:
+        raise ScanError(str(error)) from None
+    methodologies: dict[int, dict[str, Any]] = {}
+    for trial in best:
+        try:
+            drawn = scan.scan.space.apply(scan.fit, trial.params).model_dump(mode="json")
+        except (RuncardError, NotInSpace) as error:
+            raise ScanError(f"trial {trial.number} has no valid fit runcard: {error}") from None
+        entry = _overridden(_methodology(fit, drawn), overrides, entry=True)
+        methodologies[trial.number] = {"trial": trial.number, **entry}
+    rng = random.Random(seed)
+    taken = [best[rng.randrange(len(best))].number for _ in replicas]
+    source = f"the sampled runcard of study {setup.study.study_name!r}"
+    try:
+        runcard = runcard_from_dict(
+            {**base, "methodologies": [methodologies[n] for n in taken]}, source
+        )
+    except RuncardError as error:
+        raise ScanError(str(error)) from None
+    shown = [f"{path}={' '.join(str(value).split())}" for path, value in overrides]
+    lines = [
+        "Fit runcard exported by hyperscan: an ensemble whose replicas draw their methodology",
+        "from the best trials of a scan (methodologies[k] is replica k's, with its trial).",
+        f"study: {setup.study.study_name}",
+        f"storage: {setup.url}",
+        f"rule: each replica draws uniformly, with seed {seed}, one of the {sample} best "
+        f"({'lowest' if sign > 0 else 'highest'} value) of the eligible trials: complete, "
+        f"not trashed, numbered {thermalization} or above",
+        f"eligible: {_numbers(sorted(eligible, key=lambda t: t.number))}",
+        "sampled: " + ", ".join(f"{t.number} (value {t.value:.6g})" for t in best),
+        f"seed: {seed}",
+        f"overrides: {' '.join(shown) or 'none'}",
+        f"exported: {datetime.datetime.now(datetime.UTC).isoformat(timespec='seconds')}",
+        f"hyperscan: {__version__}",
+    ]
+    wrapped = [part for line in lines for part in textwrap.wrap(line, 96, subsequent_indent="  ")]
+    return taken, dump_runcard(runcard, header="\n".join(wrapped))
 
 
 # os.link's refusals on a file system without hard links (FAT, some network and FUSE

@@ -2,6 +2,7 @@
 type hints and ``isinstance``; docs/api.md describes their fields."""
 
 from hyperscan.scan._api import (
+    ExportedSample,
     ExportedTrial,
     SalvagedStudy,
     ScanPlan,
@@ -23,6 +24,7 @@ from hyperscan.scan._worker_report import WorkerReport
 __all__ = [
     "BestTrial",
     "Creation",
+    "ExportedSample",
     "ExportedTrial",
     "FrontTrial",
     "Objective",

@@ -47,6 +47,7 @@ def test_fit_writes_results_pdfs_and_runcard(tmp_path):
         assert member["status"] in {"ok", "pos-veto", "diverged"}
         assert set(member["chi2_per_point"]) >= {"training", "validation", "experimental"}
         assert member["best_epoch"] >= -1
+        assert member["trial"] is None  # no methodologies: no scan trial
     pdfs = np.load(outdir / "pdfs.npz")
     assert pdfs["xf"].shape == (2, pdfs["x"].size, 8)
     assert pdfs["replicas"].tolist() == [1, 2] and pdfs["folds"].tolist() == [-1, -1]

@@ -20,6 +20,7 @@ from hyperscan.fit import (
     RESULTS_FILE,
     RUNCARD_FILE,
     ResultsKeptError,
+    results_document,
     run_fit,
     write_fit,
 )
@@ -42,6 +43,15 @@ def test_the_result_keeps_each_member_s_predictions(result, make_card):
         result.predictions, grid_predictions(problem, result.grid_x, xf), rtol=1e-9
     )
     assert not np.allclose(result.predictions, problem.central)  # a fit, not the data
+
+
+def test_results_name_each_member_s_trial(result, make_card):
+    """A member whose methodology came from a scan trial (`export --sample`) says which."""
+    sampled = make_card(replicas=[1], epochs=50, methodologies=[{"trial": 7}])
+    assert [m["trial"] for m in results_document(result, sampled)["members"]] == [7]
+    by_hand = make_card(replicas=[1], epochs=50, methodologies=[{"epochs": 60}])
+    assert [m["trial"] for m in results_document(result, by_hand)["members"]] == [None]
+    assert [m["trial"] for m in results_document(result)["members"]] == [None]
 
 
 def _steps(folder) -> int:
