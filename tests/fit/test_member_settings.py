@@ -29,7 +29,11 @@ CHANGES = {
         "positivity": {"initial": 5.0, "max": 2000.0},
         "stopping": {"positivity_threshold": 1e-5},
     },
-    5: {"epochs": 60, "stopping": {"patience": 1.0}, "positivity": {"max": None, "multiplier": 1.5}},
+    5: {
+        "epochs": 60,
+        "stopping": {"patience": 1.0},
+        "positivity": {"max": None, "multiplier": 1.5},
+    },
     6: {"epochs": 80, "stopping": {"patience": 1.0, "threshold_chi2": 1e-3}},
 }
 
