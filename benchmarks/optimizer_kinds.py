@@ -1,0 +1,98 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Members with different optimisers in one batch (issue #39, item 1): selection or grouping.
+
+    python benchmarks/optimizer_kinds.py [--members 32] [--repeats 5]
+
+An ensemble of `--members` members of the `small` closure problem (2-25-20-8 tanh, float32,
+patience 1.0 so that nobody stops while timed), its members' optimisers one kind, two kinds
+or three kinds (nadam, adam, rmsprop) in turn, interleaved as members drawn from a scan's
+trials would be. Two ways to update members of several kinds in one step
+(hyperscan/fit/_trainer.py, KIND_UPDATE):
+
+- selection: every kind's update computed for all members, each member's picked by tf.where;
+- grouping: each kind's update computed for its own members only (gathered), the groups'
+  parameters concatenated and put back in the members' order.
+
+Prints the time per step of each, the fastest of `--repeats` samples of 3 calls of K = 100
+steps after a warm-up call, the two ways timed in alternation (the machines these sessions
+share are loaded by others, which only ever adds time), and grouping / selection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import platform
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
+from hyperscan.runcard import FitRuncard  # noqa: E402
+
+STEPS_PER_CALL = 100
+CALLS_PER_SAMPLE = 3
+MIXES = {
+    "1 kind": ("nadam",),
+    "2 kinds": ("nadam", "adam"),
+    "3 kinds": ("nadam", "adam", "rmsprop"),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    where = configure_tensorflow()
+    from hyperscan.fit import Trainer, _trainer, build_ensemble, trainer_settings
+
+    card = FitRuncard.model_validate(
+        {
+            "data": {"closure": {"size": "small"}},
+            "replicas": args.members,
+            "architecture": {"nodes": [25, 20]},
+            "epochs": 10**8,
+            "stopping": {"patience": 1.0},
+            "training": {"precision": "float32", "steps_per_call": STEPS_PER_CALL},
+        }
+    )
+    model, specs, params = build_ensemble(card)
+    settings = trainer_settings(card, len(specs))
+
+    def trainer(kinds: tuple[str, ...], way: str) -> Trainer:
+        _trainer.KIND_UPDATE = way  # read when the trainer traces its loop
+        optimizer = np.array([kinds[m % len(kinds)] for m in range(args.members)])
+        return Trainer(model, dataclasses.replace(settings, optimizer=optimizer), params)
+
+    def per_step(trained: Trainer) -> float:
+        started = time.perf_counter()
+        for _ in range(CALLS_PER_SAMPLE):
+            trained.advance(STEPS_PER_CALL)
+        return (time.perf_counter() - started) / (CALLS_PER_SAMPLE * STEPS_PER_CALL)
+
+    print(f"# Optimiser kinds per member: selection vs grouping ({platform.node()}, {where})")
+    print(f"\n{args.members} members, small closure, float32, fastest of {args.repeats} samples")
+    print(f"of {CALLS_PER_SAMPLE} × {STEPS_PER_CALL} steps\n")
+    print("| optimisers | selection µs/step | grouping µs/step | grouping / selection |")
+    print("|---|---|---|---|")
+    for name, kinds in MIXES.items():
+        trainers = {way: trainer(kinds, way) for way in ("selection", "grouping")}
+        for trained in trainers.values():
+            trained.advance(STEPS_PER_CALL)  # warm-up: compilation, caches
+        times: dict[str, list[float]] = {way: [] for way in trainers}
+        for _ in range(args.repeats):
+            for way, trained in trainers.items():
+                times[way].append(per_step(trained))
+        best = {way: float(np.min(samples)) for way, samples in times.items()}
+        print(
+            f"| {name} | {best['selection'] * 1e6:.0f} | {best['grouping'] * 1e6:.0f} "
+            f"| {best['grouping'] / best['selection']:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
