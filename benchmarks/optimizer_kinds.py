@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Members with different optimisers in one batch (issue #39, item 1): selection or grouping.
 
-    python benchmarks/optimizer_kinds.py [--members 32] [--repeats 5]
+    python benchmarks/optimizer_kinds.py [--members 32] [--repeats 15] [--threads N]
 
 An ensemble of `--members` members of the `small` closure problem (2-25-20-8 tanh, float32,
 patience 1.0 so that nobody stops while timed), its members' optimisers one kind, two kinds
@@ -15,7 +15,9 @@ trials would be. Two ways to update members of several kinds in one step
 
 Prints the time per step of each, the fastest of `--repeats` samples of 3 calls of K = 100
 steps after a warm-up call, the two ways timed in alternation (the machines these sessions
-share are loaded by others, which only ever adds time), and grouping / selection.
+share are loaded by others, which only ever adds time), and grouping / selection. With one
+kind both ways are the same code (one optimiser, no selection, no groups): that row's ratio
+is the measurement's noise.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ MIXES = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--members", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", type=int, default=None, help="TensorFlow's CPU threads")
     args = parser.parse_args()
-    where = configure_tensorflow()
+    where = configure_tensorflow(threads=args.threads)
     from hyperscan.fit import Trainer, _trainer, build_ensemble, trainer_settings
 
     card = FitRuncard.model_validate(
