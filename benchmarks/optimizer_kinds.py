@@ -1,23 +1,20 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Members with different optimisers in one batch (issue #39, item 1): selection or grouping.
+"""Members with different optimisers in one batch (issue #39, item 1): what kinds cost.
 
     python benchmarks/optimizer_kinds.py [--members 32] [--repeats 15] [--threads N]
 
 An ensemble of `--members` members of the `small` closure problem (2-25-20-8 tanh, float32,
 patience 1.0 so that nobody stops while timed), its members' optimisers one kind, two kinds
-or three kinds (nadam, adam, rmsprop) in turn, interleaved as members drawn from a scan's
-trials would be. Two ways to update members of several kinds in one step
-(hyperscan/fit/_trainer.py, KIND_UPDATE):
+or three kinds (nadam, adam, rmsprop), interleaved as members drawn from a scan's trials
+would be. Members of several kinds are updated by selection (every kind's update for all
+members, each member's picked by tf.where; hyperscan/fit/_trainer.py): prints the time per
+step of each mix against one kind, the fastest of `--repeats` samples of 3 calls of K = 100
+steps after a warm-up call, the mixes timed in alternation (the machines these sessions share
+are loaded by others, which only ever adds time).
 
-- selection: every kind's update computed for all members, each member's picked by tf.where;
-- grouping: each kind's update computed for its own members only (gathered), the groups'
-  parameters concatenated and put back in the members' order.
-
-Prints the time per step of each, the fastest of `--repeats` samples of 3 calls of K = 100
-steps after a warm-up call, the two ways timed in alternation (the machines these sessions
-share are loaded by others, which only ever adds time), and grouping / selection. With one
-kind both ways are the same code (one optimiser, no selection, no groups): that row's ratio
-is the measurement's noise.
+Selection was chosen against grouping (each kind's update for its own members, gathered and
+put back in order) with this script at commit b685bff, which timed both: the figures and the
+decision are in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -51,7 +48,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="TensorFlow's CPU threads")
     args = parser.parse_args()
     where = configure_tensorflow(threads=args.threads)
-    from hyperscan.fit import Trainer, _trainer, build_ensemble, trainer_settings
+    from hyperscan.fit import Trainer, build_ensemble, trainer_settings
 
     card = FitRuncard.model_validate(
         {
@@ -66,8 +63,7 @@ def main() -> None:
     model, specs, params = build_ensemble(card)
     settings = trainer_settings(card, len(specs))
 
-    def trainer(kinds: tuple[str, ...], way: str) -> Trainer:
-        _trainer.KIND_UPDATE = way  # read when the trainer traces its loop
+    def trainer(kinds: tuple[str, ...]) -> Trainer:
         optimizer = np.array([kinds[m % len(kinds)] for m in range(args.members)])
         return Trainer(model, dataclasses.replace(settings, optimizer=optimizer), params)
 
@@ -77,24 +73,22 @@ def main() -> None:
             trained.advance(STEPS_PER_CALL)
         return (time.perf_counter() - started) / (CALLS_PER_SAMPLE * STEPS_PER_CALL)
 
-    print(f"# Optimiser kinds per member: selection vs grouping ({platform.node()}, {where})")
+    print(f"# Optimiser kinds per member ({platform.node()}, {where})")
     print(f"\n{args.members} members, small closure, float32, fastest of {args.repeats} samples")
     print(f"of {CALLS_PER_SAMPLE} × {STEPS_PER_CALL} steps\n")
-    print("| optimisers | selection µs/step | grouping µs/step | grouping / selection |")
-    print("|---|---|---|---|")
-    for name, kinds in MIXES.items():
-        trainers = {way: trainer(kinds, way) for way in ("selection", "grouping")}
-        for trained in trainers.values():
-            trained.advance(STEPS_PER_CALL)  # warm-up: compilation, caches
-        times: dict[str, list[float]] = {way: [] for way in trainers}
-        for _ in range(args.repeats):
-            for way, trained in trainers.items():
-                times[way].append(per_step(trained))
-        best = {way: float(np.min(samples)) for way, samples in times.items()}
-        print(
-            f"| {name} | {best['selection'] * 1e6:.0f} | {best['grouping'] * 1e6:.0f} "
-            f"| {best['grouping'] / best['selection']:.2f} |"
-        )
+    trainers = {name: trainer(kinds) for name, kinds in MIXES.items()}
+    for trained in trainers.values():
+        trained.advance(STEPS_PER_CALL)  # warm-up: compilation, caches
+    times: dict[str, list[float]] = {name: [] for name in trainers}
+    for _ in range(args.repeats):
+        for name, trained in trainers.items():
+            times[name].append(per_step(trained))
+    best = {name: float(np.min(samples)) for name, samples in times.items()}
+    one = best["1 kind"]
+    print("| optimisers | µs/step | against one kind |")
+    print("|---|---|---|")
+    for name, seconds in best.items():
+        print(f"| {name} | {seconds * 1e6:.0f} | {seconds / one:.2f} |")
 
 
 if __name__ == "__main__":
