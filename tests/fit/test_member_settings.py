@@ -7,8 +7,9 @@ import dataclasses
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from hyperscan.fit import FINISHED, RUNNING, build_ensemble, run_fit, trainer_settings
+from hyperscan.fit import FINISHED, RUNNING, STOPPED, build_ensemble, run_fit, trainer_settings
 from hyperscan.fit._trainer import Trainer
 
 BASE = {
@@ -143,3 +144,23 @@ def test_one_optimiser_kind_keeps_the_plain_state(cards):
     assert set(one_kind.variables["optimizer"]) == {"m", "v", "u_product"}
     kinds = Trainer(model, trainer_settings(base, members), params)
     assert set(kinds.variables["optimizer"]) == {"adam", "nadam", "rmsprop"}
+
+
+def test_compacting_takes_each_members_settings_and_optimiser_kind(cards):
+    base, members = cards
+    model, _, params = build_ensemble(base)
+    settings = trainer_settings(base, members)
+    trainer = Trainer(model, settings, params)
+    status = np.array([STOPPED, RUNNING, STOPPED, RUNNING, STOPPED])
+    trainer.variables["status"].assign(tf.constant(status, tf.int64))
+    assert trainer.compact()
+    kept = trainer.members
+    assert kept.tolist() == [1, 3]  # the two running: a batch of 2
+    taken = trainer._batch_settings
+    for name in settings.member_axis.arrays:
+        np.testing.assert_array_equal(getattr(taken, name), getattr(settings, name)[kept], name)
+    assert set(trainer._kind_masks) == {"nadam", "adam"}  # rmsprop's member left the batch
+    for kind, mask in trainer._kind_masks.items():
+        np.testing.assert_array_equal(mask.numpy(), settings.optimizer[kept] == kind, kind)
+    assert set(trainer.variables["optimizer"]) == {"adam", "nadam", "rmsprop"}
+    assert trainer.variables["optimizer"]["rmsprop"]["velocity"][0].shape[0] == 3
