@@ -163,4 +163,4 @@ def test_compacting_takes_each_members_settings_and_optimiser_kind(cards):
     for kind, mask in trainer._kind_masks.items():
         np.testing.assert_array_equal(mask.numpy(), settings.optimizer[kept] == kind, kind)
     assert set(trainer.variables["optimizer"]) == {"adam", "nadam", "rmsprop"}
-    assert trainer.variables["optimizer"]["rmsprop"]["velocity"][0].shape[0] == 3
+    assert trainer.variables["optimizer"]["rmsprop"]["velocity"][0].shape[0] == 2
