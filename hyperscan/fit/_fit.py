@@ -230,7 +230,8 @@ def run_fit(
 def member_status(training: np.ndarray, best_step: np.ndarray, interrupted: bool) -> list[str]:
     """Each member's status from its training state and best step. A member still training
     without a best step when the fit was interrupted is `interrupted`, not `pos-veto`: it was
-    cut short, not found wanting (a member with a best step is ok, whenever it stopped)."""
+    cut short, not found wanting (a member with a best step is ok, whenever it stopped); one
+    whose own epochs ran out (FINISHED) was not cut short."""
 
     def status(state: int, best: int) -> str:
         if state == DIVERGED:

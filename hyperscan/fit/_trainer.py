@@ -64,7 +64,8 @@ class TrainerSettings:
     steps_per_call: int = 100
     jit: bool = True
     # Drop stopped members from the batch at a sync (`Trainer.compact`) when the member-steps
-    # it saves, epochs left × members dropped, reach compaction_cost steps of the batch: what
+    # it saves, epochs left (the running members' longest) × members dropped, reach
+    # compaction_cost steps of the batch: what
     # tracing and compiling the smaller loop costs (real DIS, R = 100: 6–8 s, ~500 steps; with
     # the loop in XLA's disk cache, 0.5–0.7 s). A rule of counts, not of timings, so that a
     # fit compacts at the same syncs, and rounds the same, every time it runs.
