@@ -227,7 +227,7 @@ class KerasReplicas(keras.Model):
     def __init__(self, setup: Setup) -> None:
         super().__init__()
         self.ensemble = setup.model
-        self.lam = float(setup.settings.lambda_initial)
+        self.lam = float(setup.settings.lambda_initial[0])
         self.member_weights = []
         for index, value in enumerate(setup.params):
             weight = self.add_weight(shape=value.shape, initializer="zeros", name=f"w{index}")

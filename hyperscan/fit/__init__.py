@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
+    FINISHED,
     HISTORY_ARRAYS,
     HISTORY_FILE,
     INTERRUPTED,
@@ -72,6 +73,7 @@ _TENSORFLOW = {
 __all__ = [
     "DIVERGED",
     "DIVERGED_STATUS",
+    "FINISHED",
     "HISTORY_ARRAYS",
     "HISTORY_FILE",
     "INTERRUPTED",

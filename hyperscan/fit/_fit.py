@@ -83,32 +83,60 @@ class FitResult:
         return sum(s == status for s in self.status)
 
 
-def trainer_settings(runcard: FitRuncard, n_members: int) -> TrainerSettings:
-    """The runcard's settings, the same for all n_members members (learning rate and clipnorm
-    are per-member arrays a caller may vary). Without a fixed ``positivity.multiplier``, λ's
-    factor is chosen so that λ reaches ``positivity.max`` at the fit's last update."""
-    positivity = runcard.positivity
-    if positivity.multiplier is not None:
-        factor = positivity.multiplier
-    else:
-        updates = max(1, runcard.epochs // LAMBDA_UPDATE_INTERVAL)
-        factor = (positivity.max / positivity.initial) ** (1.0 / updates)
-    clipnorm = runcard.optimizer.clipnorm
+#: What every member of one model shares: one problem, one split into folds, one compiled loop.
+SHARED_KEYS = ("data", "training", "divergence", "folds")
+
+
+def trainer_settings(runcard: FitRuncard, members: int | Sequence[FitRuncard]) -> TrainerSettings:
+    """The trainer's settings for `members`: a count (the runcard's settings for that many
+    members) or one runcard per member, each member's training hyperparameters from its own
+    (learning rate, clipnorm, optimizer, epochs, stopping, positivity), what the batch shares
+    from `runcard` (checked by `check_shared`). Without a fixed ``positivity.multiplier``,
+    λ's factor is chosen so that a member's λ reaches its ``positivity.max`` at its last
+    update."""
+    cards = [runcard] * members if isinstance(members, int) else list(members)
+    check_shared(runcard, cards)
+
+    def each(value: Callable[[FitRuncard], object], dtype: type = float) -> np.ndarray:
+        return np.array([value(card) for card in cards], dtype=dtype)
+
     return TrainerSettings(
-        optimizer=runcard.optimizer.name,
-        learning_rate=np.full(n_members, runcard.optimizer.learning_rate),
-        clipnorm=np.full(n_members, np.inf if clipnorm is None else clipnorm),
-        epochs=runcard.epochs,
-        patience_steps=max(1, int(runcard.stopping.patience * runcard.epochs)),
-        threshold_chi2=runcard.stopping.threshold_chi2,
-        positivity_threshold=runcard.stopping.positivity_threshold,
-        lambda_initial=positivity.initial,
-        lambda_factor=factor,
+        optimizer=each(lambda card: card.optimizer.name, str),
+        learning_rate=each(lambda card: card.optimizer.learning_rate),
+        clipnorm=each(lambda card: card.optimizer.clipnorm or np.inf),
+        epochs=each(lambda card: card.epochs, np.int64),
+        patience_steps=each(
+            lambda card: max(1, int(card.stopping.patience * card.epochs)), np.int64
+        ),
+        threshold_chi2=each(lambda card: card.stopping.threshold_chi2),
+        positivity_threshold=each(lambda card: card.stopping.positivity_threshold),
+        lambda_initial=each(lambda card: card.positivity.initial),
+        lambda_factor=each(_lambda_factor),
         max_loss=runcard.divergence.max_loss,
         steps_per_call=runcard.training.steps_per_call,
         jit=runcard.training.jit,
         compact=runcard.training.compact,
     )
+
+
+def _lambda_factor(card: FitRuncard) -> float:
+    positivity = card.positivity
+    if positivity.multiplier is not None:
+        return positivity.multiplier
+    updates = max(1, card.epochs // LAMBDA_UPDATE_INTERVAL)
+    return (positivity.max / positivity.initial) ** (1.0 / updates)
+
+
+def check_shared(runcard: FitRuncard, member_runcards: Sequence[FitRuncard]) -> None:
+    """Raise ValueError naming the key where a member's runcard differs from the fit's in
+    what one model's members must share (SHARED_KEYS)."""
+    for m, card in enumerate(member_runcards):
+        for key in SHARED_KEYS:
+            if getattr(card, key) != getattr(runcard, key):
+                raise ValueError(
+                    f"member {m}'s runcard differs from the fit's in {key!r}: every member of "
+                    f"one model shares {', '.join(SHARED_KEYS)}"
+                )
 
 
 def build_ensemble(
@@ -134,16 +162,23 @@ def run_fit(
     on_sync: Callable[[SyncReport], bool | None] | None = None,
     settings: TrainerSettings | None = None,
     initial_params: Sequence[np.ndarray] | None = None,
+    member_runcards: Sequence[FitRuncard] | None = None,
 ) -> FitResult:
     """Fit the runcard's ensemble (its folds × replicas) in one model.
 
-    `settings` and `initial_params` override what the runcard implies; tests use them to
+    `member_runcards`, one per member (folds × replicas, in that order), give each member its
+    own training hyperparameters (`trainer_settings`); None: the runcard's for all.
+    `settings` and `initial_params` override what the runcards imply; tests use them to
     inject a diverging member.
     """
     started = time.perf_counter()
     model, specs, params = build_ensemble(runcard, problem=problem)
     problem, dtype = model.problem, model.dtype
-    settings = settings or trainer_settings(runcard, len(specs))
+    if member_runcards is not None and len(member_runcards) != len(specs):
+        raise ValueError(
+            f"{len(member_runcards)} member runcards for {len(specs)} members (folds × replicas)"
+        )
+    settings = settings or trainer_settings(runcard, member_runcards or len(specs))
     if initial_params is not None:
         params, redraws = list(initial_params), np.zeros(len(specs), dtype=np.int64)
     else:
@@ -195,7 +230,8 @@ def run_fit(
 def member_status(training: np.ndarray, best_step: np.ndarray, interrupted: bool) -> list[str]:
     """Each member's status from its training state and best step. A member still training
     without a best step when the fit was interrupted is `interrupted`, not `pos-veto`: it was
-    cut short, not found wanting (a member with a best step is ok, whenever it stopped)."""
+    cut short, not found wanting (a member with a best step is ok, whenever it stopped); one
+    whose own epochs ran out (FINISHED) was not cut short."""
 
     def status(state: int, best: int) -> str:
         if state == DIVERGED:

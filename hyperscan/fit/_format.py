@@ -15,7 +15,7 @@ No TensorFlow and no numpy here: readers import this without paying for the fit.
     replica, fold and status.
 ``history.npz``
     HISTORY_ARRAYS: at every host sync the step, every member's χ² per point (training,
-    validation, held-out) and its training state (RUNNING, STOPPED, DIVERGED).
+    validation, held-out) and its training state (RUNNING, STOPPED, DIVERGED, FINISHED).
 ``runcard.yml``
     The fit runcard as fitted.
 """
@@ -33,7 +33,8 @@ OK, POSITIVITY_VETO, DIVERGED_STATUS, INTERRUPTED = "ok", "pos-veto", "diverged"
 MEMBER_STATUSES = (OK, POSITIVITY_VETO, DIVERGED_STATUS, INTERRUPTED)
 
 #: A member's training state at a sync: the trainer's codes, as ``history.npz`` stores them.
-RUNNING, STOPPED, DIVERGED = 0, 1, 2
+#: FINISHED: its own epochs ran out (members of one fit may have different epochs).
+RUNNING, STOPPED, DIVERGED, FINISHED = 0, 1, 2, 3
 
 PDF_ARRAYS = (
     "x",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -9,8 +10,9 @@ from typing import ClassVar
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.fit._format import DIVERGED, RUNNING, STOPPED
+from hyperscan.fit._format import DIVERGED, FINISHED, RUNNING, STOPPED
 from hyperscan.fit._optimizers import (
+    OPTIMIZERS,
     clip_per_variable,
     make_optimizer,
     per_member,
@@ -31,29 +33,54 @@ DIVERGENCE_REASONS = {
 
 @dataclass(frozen=True)
 class TrainerSettings:
-    """Per-member hyperparameters are (M,) arrays so that members may differ (packed trials)."""
+    """Per-member hyperparameters are (M,) arrays so that members may differ (packed trials,
+    an ensemble of a scan's best trials); a scalar given for one (`dataclasses.replace`)
+    stands for all members. What the compiled loop's shape depends on is shared."""
 
-    member_axis: ClassVar[MemberAxis] = MemberAxis({"learning_rate": 0, "clipnorm": 0})
+    member_axis: ClassVar[MemberAxis] = MemberAxis(
+        {
+            "optimizer": 0,
+            "learning_rate": 0,
+            "clipnorm": 0,
+            "epochs": 0,
+            "patience_steps": 0,
+            "threshold_chi2": 0,
+            "positivity_threshold": 0,
+            "lambda_initial": 0,
+            "lambda_factor": 0,
+        }
+    )
 
-    optimizer: str
+    optimizer: np.ndarray  # (M,) names, OPTIMIZERS
     learning_rate: np.ndarray  # (M,)
     clipnorm: np.ndarray  # (M,), inf for no clipping
-    epochs: int
-    patience_steps: int
-    threshold_chi2: float  # validation χ²/point a member must reach before any best step
-    positivity_threshold: float
-    lambda_initial: float
-    lambda_factor: float  # λ multiplied by this every LAMBDA_UPDATE_INTERVAL steps
+    epochs: np.ndarray  # (M,) a member's last step is its epochs - 1; the loop runs to the max
+    patience_steps: np.ndarray  # (M,)
+    threshold_chi2: np.ndarray  # (M,) validation χ²/point to reach before any best step
+    positivity_threshold: np.ndarray  # (M,)
+    lambda_initial: np.ndarray  # (M,)
+    lambda_factor: np.ndarray  # (M,) λ multiplied by this every LAMBDA_UPDATE_INTERVAL steps
     max_loss: float
     steps_per_call: int = 100
     jit: bool = True
     # Drop stopped members from the batch at a sync (`Trainer.compact`) when the member-steps
-    # it saves, epochs left × members dropped, reach compaction_cost steps of the batch: what
+    # it saves, epochs left (the running members' longest) × members dropped, reach
+    # compaction_cost steps of the batch: what
     # tracing and compiling the smaller loop costs (real DIS, R = 100: 6–8 s, ~500 steps; with
     # the loop in XLA's disk cache, 0.5–0.7 s). A rule of counts, not of timings, so that a
     # fit compacts at the same syncs, and rounds the same, every time it runs.
     compact: bool = True
     compaction_cost: float = 500.0
+
+    def for_members(self, members: int) -> TrainerSettings:
+        """These settings with every per-member field an (M,) array."""
+        return dataclasses.replace(
+            self,
+            **{
+                name: np.broadcast_to(getattr(self, name), (members,)).copy()
+                for name in self.member_axis.arrays
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -63,7 +90,7 @@ class SyncReport:
     step: int
     chi2: np.ndarray  # (M, 3) training, validation, held-out at the last step's weights
     chi2_per_point: np.ndarray  # (M, 3)
-    status: np.ndarray  # (M,) RUNNING, STOPPED, DIVERGED
+    status: np.ndarray  # (M,) RUNNING, STOPPED, DIVERGED, FINISHED
     batch: int | None = None  # members in the device batch that ran these steps (≤ M)
 
     @property
@@ -109,9 +136,13 @@ class Trainer:
         initial_params: Sequence[np.ndarray],
     ) -> None:
         self.model = model
-        self.settings = settings
+        self.settings = settings = settings.for_members(model.n_members)
         dtype = model.dtype
-        self._optimizer = make_optimizer(settings.optimizer)
+        # The optimiser kinds of all members, fixed for the fit so that the state's structure
+        # stays the same when the batch shrinks; one kind's state is that optimiser's, as
+        # before members could differ, several kinds' a dict of them by kind.
+        present = set(settings.optimizer.tolist())
+        self._optimizers = {kind: make_optimizer(kind) for kind in OPTIMIZERS if kind in present}
         self._shapes = [p.shape[1:] for p in initial_params]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
         self._columns = variable_columns(self._sizes, dtype)
@@ -123,9 +154,9 @@ class Trainer:
         initial_state = {
             "step": tf.constant(0, tf.int32),
             "params": params,
-            "optimizer": self._optimizer.init([params]),
+            "optimizer": self._optimizer_init(params),
             "member_steps": tf.zeros([members], tf.int32),
-            "lam": tf.fill([members], tf.constant(settings.lambda_initial, dtype)),
+            "lam": tf.constant(settings.lambda_initial, dtype),
             "status": tf.fill([members], RUNNING),
             "best_val": tf.fill([members], tf.constant(np.inf, dtype)),
             "best_step": tf.fill([members], -1),
@@ -149,8 +180,15 @@ class Trainer:
         self._batch_model = self.model if everyone else self.model.select(members)
         self._batch_settings = self.settings if everyone else take_members(self.settings, members)
         dtype = self.model.dtype
-        self._lr = tf.constant(self._batch_settings.learning_rate, dtype)
-        self._clipnorm = tf.constant(self._batch_settings.clipnorm, dtype)
+        batch = self._batch_settings
+        self._lr = tf.constant(batch.learning_rate, dtype)
+        self._clipnorm = tf.constant(batch.clipnorm, dtype)
+        self._epochs = tf.constant(batch.epochs, tf.int32)
+        self._patience_steps = tf.constant(batch.patience_steps, tf.int32)
+        self._threshold_chi2 = tf.constant(batch.threshold_chi2, dtype)
+        self._positivity_threshold = tf.constant(batch.positivity_threshold, dtype)
+        self._lambda_factor = tf.constant(batch.lambda_factor, dtype)
+        self._load_kinds(batch.optimizer)
         counts = self._batch_model.points_per_category
         self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
         self._stopping_points = tf.constant(
@@ -238,9 +276,46 @@ class Trainer:
         """Whether the member-steps a compaction saves pay for tracing the smaller loop."""
         cfg = self.settings
         batch = len(self._members)
+        if not cfg.compact or report.n_running == 0:
+            return False
         dropped = batch - batch_size(report.n_running)
-        saved = (cfg.epochs - report.step) * dropped
-        return cfg.compact and report.n_running > 0 and saved >= cfg.compaction_cost * batch
+        # The smaller batch runs until its running members' epochs run out.
+        left = int(cfg.epochs[report.status == RUNNING].max()) - report.step
+        return left * dropped >= cfg.compaction_cost * batch
+
+    def _optimizer_init(self, params: tf.Tensor) -> dict:
+        if len(self._optimizers) == 1:
+            return next(iter(self._optimizers.values())).init([params])
+        return {kind: optimizer.init([params]) for kind, optimizer in self._optimizers.items()}
+
+    def _load_kinds(self, kinds: np.ndarray) -> None:
+        """Which of the batch's members each optimiser kind updates (several kinds only)."""
+        if len(self._optimizers) > 1:
+            self._kind_masks = {
+                kind: tf.constant(kinds == kind) for kind in self._optimizers if kind in kinds
+            }
+
+    def _update(
+        self, params: tf.Tensor, grads: tf.Tensor, state: dict, steps: tf.Tensor
+    ) -> tuple[tf.Tensor, dict]:
+        """Each member's parameters after its own optimiser's update, and the new state.
+
+        Members of several kinds: every kind present updates all members, and each member
+        takes its own kind's parameters (tf.where); a kind's state rows of the other kinds'
+        members are never read. Measured faster than updating each kind's members alone
+        (gathered, then put back in order): docs/architecture.md.
+        """
+        if len(self._optimizers) == 1:
+            optimizer = next(iter(self._optimizers.values()))
+            (new_params,), new_state = optimizer.update([params], [grads], state, steps, self._lr)
+            return new_params, new_state
+        new_params, new_state = params, dict(state)
+        for kind, mask in self._kind_masks.items():
+            (updated,), new_state[kind] = self._optimizers[kind].update(
+                [params], [grads], state[kind], steps, self._lr
+            )
+            new_params = tf.where(mask[:, None], updated, new_params)
+        return new_params, new_state
 
     def _steps(self, n_steps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         def running(i, s):
@@ -304,8 +379,10 @@ class Trainer:
         # patience counts from there (docs/methods.md#stopping).
         chi2 = observables.chi2
         validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
-        positivity_ok = tf.reduce_all(observables.positivity < cfg.positivity_threshold, axis=1)
-        below_threshold = validation / self._stopping_points < cfg.threshold_chi2
+        positivity_ok = tf.reduce_all(
+            observables.positivity < self._positivity_threshold[:, None], axis=1
+        )
+        below_threshold = validation / self._stopping_points < self._threshold_chi2
         has_best = s["best_step"] >= 0  # once it has one, a member counts towards stopping
         improved = (
             alive & positivity_ok & (has_best | below_threshold) & (validation < s["best_val"])
@@ -315,12 +392,10 @@ class Trainer:
             0,
             tf.where(alive & has_best, s["since_best"] + 1, s["since_best"]),
         )
-        stopped = alive & (since_best > cfg.patience_steps)
+        stopped = alive & (since_best > self._patience_steps)
 
         clipped = clip_per_variable(grad, norms, self._columns, self._clipnorm)
-        (new_params,), new_optimizer = self._optimizer.update(
-            [params], [clipped], s["optimizer"], s["member_steps"], self._lr
-        )
+        new_params, new_optimizer = self._update(params, clipped, s["optimizer"], s["member_steps"])
         finite = tf.reduce_all(tf.math.is_finite(new_params), axis=1)
         reason = tf.where(alive & ~stopped & ~finite, 4, reason)
         diverged = diverged | (alive & ~stopped & ~finite)
@@ -331,13 +406,16 @@ class Trainer:
 
         step = s["step"]
         lambda_due = (step + 1) % LAMBDA_UPDATE_INTERVAL == 0
+        status = tf.where(diverged, DIVERGED, tf.where(stopped, STOPPED, s["status"]))
+        # A member whose own epochs ran out is frozen as it would end fitted alone.
+        status = tf.where((status == RUNNING) & (step + 1 >= self._epochs), FINISHED, status)
         return {
             "step": step + 1,
             "params": keep(new_params, params),
             "optimizer": tf.nest.map_structure(keep, new_optimizer, s["optimizer"]),
             "member_steps": s["member_steps"] + tf.cast(apply, tf.int32),
-            "lam": tf.where(apply & lambda_due, s["lam"] * cfg.lambda_factor, s["lam"]),
-            "status": tf.where(diverged, DIVERGED, tf.where(stopped, STOPPED, s["status"])),
+            "lam": tf.where(apply & lambda_due, s["lam"] * self._lambda_factor, s["lam"]),
+            "status": status,
             "best_val": tf.where(improved, validation, s["best_val"]),
             "best_step": tf.where(improved, step, s["best_step"]),
             "since_best": since_best,
@@ -351,7 +429,7 @@ class Trainer:
         self,
         on_sync: Callable[[SyncReport], bool | None] | None = None,
     ) -> TrainingOutcome:
-        """Train until every member stopped or diverged, or the epochs run out.
+        """Train until every member stopped, diverged or ran out of its epochs.
 
         `on_sync` is called every K steps with a SyncReport; returning True stops the fit
         (the scan service prunes trials this way).
@@ -359,12 +437,13 @@ class Trainer:
         cfg = self.settings
         history: list[SyncReport] = []
         interrupted = False
+        epochs = int(cfg.epochs.max())
         step = int(self._variables["step"].numpy())
-        while step < cfg.epochs:
-            report = self.advance(min(cfg.steps_per_call, cfg.epochs - step))
+        while step < epochs:
+            report = self.advance(min(cfg.steps_per_call, epochs - step))
             step = report.step
             history.append(report)
-            finished = report.n_running == 0 or step >= cfg.epochs
+            finished = report.n_running == 0 or step >= epochs
             if on_sync is not None and on_sync(report):
                 interrupted = not finished  # a stop asked at the last sync ends nothing early
                 break

@@ -8,6 +8,7 @@ import tensorflow as tf
 from hyperscan.fit import build_ensemble, trainer_settings
 from hyperscan.fit._fit import MAX_REDRAWS, run_fit, usable_starts
 from hyperscan.fit._output import results_document
+from hyperscan.model import take_members
 
 
 def _start_losses(model, params, settings):
@@ -39,7 +40,7 @@ def test_bad_starts_are_redrawn_and_good_ones_kept(make_card):
     alone = make_card(replicas=[specs[member].replica])
     model_alone, specs_alone, params_alone = build_ensemble(alone)
     starts_alone, redraws_alone = usable_starts(
-        alone, model_alone, specs_alone, params_alone, settings
+        alone, model_alone, specs_alone, params_alone, take_members(settings, [member])
     )
     assert redraws_alone[0] == redraws[member]
     for batched, single in zip(starts, starts_alone, strict=True):
