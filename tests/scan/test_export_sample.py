@@ -9,6 +9,7 @@ worker draws them and told a value, no fit.
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from _service import assert_clean_failure, cli, create, scan_card, write_card
 from optuna.trial import TrialState
 
+from hyperscan.fit import run_fit
 from hyperscan.runcard import load_fit_runcard, load_scan_runcard
 from hyperscan.scan import open_storage
 from hyperscan.scan._trial_attrs import TRASHED_ATTR
@@ -188,3 +190,59 @@ def test_a_multi_objective_study_is_refused(tmp_path):
     refused = assert_clean_failure(cli(*args))
     assert "study 'two' has 2 objectives" in refused
     assert not out.exists()
+
+
+#: A space whose trials differ in every kind of methodology the engine batches: optimiser
+#: kind and learning rate, depth, widths, activation, initialiser, epochs.
+MIXED_SPACE = {
+    "optimizer": {
+        "adam": {"learning_rate": {"low": 1.0e-3, "high": 3.0e-2, "log": True}},
+        "nadam": {"learning_rate": {"low": 1.0e-3, "high": 3.0e-2, "log": True}},
+    },
+    "layers": {"low": 1, "high": 2},
+    "units": {"low": 3, "high": 8},
+    "activation": ["tanh", "sigmoid"],
+    "parameters": {
+        "epochs": {"low": 60, "high": 120},
+        "architecture.initializer": {"choices": ["glorot_normal", "he_uniform"]},
+    },
+}
+
+
+def test_a_sampled_ensemble_fits_in_one_model_as_its_members_alone(tmp_path):
+    """`hyperscan fit` of an exported --sample runcard fits every replica with its trial's
+    methodology in one batched model: each member's χ² equals that trial's runcard fitted for
+    that replica alone (float64: to 1e-6), and results.json names each member's trial."""
+    url = str(tmp_path / "scan.journal")
+    card = scan_card(
+        scan={"trials": 20, "replicas": 1, "space": MIXED_SPACE},
+        training={"precision": "float64", "jit": False, "steps_per_call": 20},
+    )
+    path = write_card(tmp_path / "scan.yml", card)
+    create(path, url, "s")
+    space = load_scan_runcard(path).scan.space
+    optuna_study = load_study(open_storage(url), "s")
+    with warnings.catch_warnings():  # trials asked for by hand: no heartbeat
+        warnings.simplefilter("ignore", UserWarning)
+        for value in (0.3, 0.1, 0.2, 0.4):
+            trial = optuna_study.ask()
+            space.suggest(trial)
+            optuna_study.tell(trial, value)
+    out = tmp_path / "ensemble.yml"
+    drawn = sample(url, out, "--sample", 3, "--override", "replicas=5", "--seed", 4)
+    assert drawn.exit_code == 0, drawn.output
+    runcard = load_fit_runcard(out)
+    cards = [runcard.member_runcard(replica) for replica in runcard.replica_ids]
+    assert len({c.architecture for c in cards}) > 1, "the draw should mix architectures"
+
+    fitted = cli("fit", out, "-o", tmp_path / "fit", "--no-progress")
+    assert fitted.exit_code == 0, fitted.output
+    members = json.loads((tmp_path / "fit" / "results.json").read_text())["members"]
+    assert [m["trial"] for m in members] == trials_of(out)
+    for member, alone in zip(members, cards, strict=True):
+        expected = run_fit(alone)
+        assert member["replica"] == expected.replicas[0]
+        for category in ("training", "validation"):
+            assert member["chi2_per_point"][category] == pytest.approx(
+                expected.chi2_per_point[category][0], rel=1e-6
+            )
