@@ -55,6 +55,7 @@ def results_document(result: FitResult) -> dict:
             {
                 "replica": int(result.replicas[m]),
                 "fold": int(result.folds[m]),
+                "level1": int(result.level1[m]),
                 "status": result.status[m],
                 "best_epoch": int(result.best_epoch[m]),
                 "stop_epoch": int(result.stop_epoch[m]),
