@@ -363,8 +363,8 @@ class RealSection(_Section):
     experimental.
     """
     closure: RealClosure | None = None
-    """`{level, seed}`: a closure test on the real FK tables (data = toy-PDF predictions); null fits
-    the measured data.
+    """`{level, seed, fits}`: a closure test on the real FK tables (data = toy-PDF predictions);
+    null fits the measured data.
     """
 
 
