@@ -60,11 +60,11 @@ def closure_estimators(
 
 
 def fit_runcard(args: argparse.Namespace, seed: int) -> FitRuncard:
-    """The runcard with the command line's overrides and level-1 seed ``seed``."""
+    """The runcard with the command line's overrides and level-1 seed ``seed`` (one level-1
+    fit: a scan's exported multiclosure runcard is refitted seed by seed)."""
     card = load_fit_runcard(args.runcard)
-    real = card.data.real.model_copy(
-        update={"closure": card.data.real.closure.model_copy(update={"seed": seed})}
-    )
+    closure = card.data.real.closure.model_copy(update={"seed": seed, "fits": 1})
+    real = card.data.real.model_copy(update={"closure": closure})
     data = {"real": real}
     if args.training_fraction is not None:
         data["training_fraction"] = args.training_fraction
