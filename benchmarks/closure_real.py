@@ -38,6 +38,7 @@ import numpy as np
 from hyperscan.cli._tensorflow import configure_tensorflow
 from hyperscan.runcard import FitRuncard, load_fit_runcard
 from hyperscan.scan import closure_estimators as shared_estimators
+from hyperscan.scan import multiclosure_record
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-closure.yml"
 
@@ -59,11 +60,11 @@ def closure_estimators(
 
 
 def fit_runcard(args: argparse.Namespace, seed: int) -> FitRuncard:
-    """The runcard with the command line's overrides and level-1 seed ``seed``."""
+    """The runcard with the command line's overrides and level-1 seed ``seed`` (one level-1
+    fit: a scan's exported multiclosure runcard is refitted seed by seed)."""
     card = load_fit_runcard(args.runcard)
-    real = card.data.real.model_copy(
-        update={"closure": card.data.real.closure.model_copy(update={"seed": seed})}
-    )
+    closure = card.data.real.closure.model_copy(update={"seed": seed, "fits": 1})
+    real = card.data.real.model_copy(update={"closure": closure})
     data = {"real": real}
     if args.training_fraction is not None:
         data["training_fraction"] = args.training_fraction
@@ -139,17 +140,20 @@ def closure_fit(args: argparse.Namespace, seed: int) -> dict:
 
 
 def combine(fits: list[dict]) -> dict:
-    """Estimators over several level-1 fits, as validphys' multiclosure: the ratio of the
-    mean bias to the mean variance, the mean coverage."""
-    bias = float(np.mean([f["bias"] for f in fits]))
-    variance = float(np.mean([f["variance"] for f in fits]))
-    ratio = math.sqrt(bias / variance)
+    """Estimators over several level-1 fits, as validphys' multiclosure (the aggregate a scan
+    trial over several fits stores): the ratio of the mean bias to the mean variance, the mean
+    coverage."""
+    names = {"bias": "bias", "variance": "variance", "rbv": "R_bv", "xi1sigma": "xi_1sigma"}
+    aggregate = multiclosure_record(
+        [{key: f[name] for key, name in names.items()} | {"replicas": f["replicas"]} for f in fits]
+    )
+    ratio = aggregate["rbv"]
     out = {
         "fits": len(fits),
-        "bias": bias,
-        "variance": variance,
+        "bias": aggregate["bias"],
+        "variance": aggregate["variance"],
         "R_bv": ratio,
-        "xi_1sigma": float(np.mean([f["xi_1sigma"] for f in fits])),
+        "xi_1sigma": aggregate["xi1sigma"],
         "xi_1sigma_expected": math.erf(1.0 / (math.sqrt(2.0) * ratio)),
         "xi_1sigma_points": float(np.mean([f["xi_1sigma_points"] for f in fits])),
     }

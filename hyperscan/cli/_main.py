@@ -90,7 +90,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         click.echo("interrupted before the fit started: nothing written", err=True)
         sys.exit(INTERRUPTED)
 
-    members = len(member_specs(card.replica_ids, card.folds))
+    members = len(member_specs(card.replica_ids, card.folds, card.data.level1_fits))
     bar = ProgressBar(card.epochs, members, enabled=progress)
     stop = threading.Event()
 

@@ -67,9 +67,10 @@ def event_line(event: ScanEvent) -> str:
 def plan_line(plan: ScanPlan) -> str:
     """What `hyperscan scan` is about to do."""
     was = "" if plan.creation.old_budget is None else f" (was {plan.creation.old_budget})"
+    fits = f"{plan.level1_fits} level-1 fits × " if plan.level1_fits > 1 else ""
     return (
         f"study {plan.study!r} {'created' if plan.creation.created else 'resumed'}: budget "
-        f"{plan.budget} trials{was} of {plan.folds}×{plan.replicas} members, "
+        f"{plan.budget} trials{was} of {fits}{plan.folds}×{plan.replicas} members, "
         f"{plural(plan.workers, 'worker')}"
         + ("" if plan.trials_left > 0 else " (budget already spent)")
     )

@@ -17,7 +17,13 @@ from ._flavours import (
     flavour_combination,
     toy_pdf,
 )
-from ._from_runcard import empty_folds, load_problem, unknown_names, untrained_members
+from ._from_runcard import (
+    empty_folds,
+    level1_data,
+    load_problem,
+    unknown_names,
+    untrained_members,
+)
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
@@ -38,6 +44,7 @@ __all__ = [
     "fit_to_fk_rotation",
     "flavour_combination",
     "grid_predictions",
+    "level1_data",
     "load_problem",
     "load_real_dataset",
     "real_problem",

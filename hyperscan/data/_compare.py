@@ -22,13 +22,16 @@ def grid_predictions(problem: Problem, grid_x: np.ndarray, xf: np.ndarray) -> np
     return np.concatenate(parts, axis=1)
 
 
-def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def experimental_chi2(
+    problem: Problem, predictions: np.ndarray, central: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """χ² per point to the central data with the full covariance: total (M,), per dataset (M, D).
 
     predictions: (M, N), one row per member, N = ``problem.n_data``; a single member's (N,)
     is refused, not broadcast (the total would come back (N,), per dataset (1, D)): pass
     ``predictions[None]``. Computed in float64 on the host, block by block (the covariance is
-    block diagonal).
+    block diagonal). ``central`` (N,) or (M, N), default the problem's: each member's own
+    data, when members fit different level-1 fits (``level1_data``).
     """
     predictions = np.asarray(predictions)
     if predictions.ndim != 2 or predictions.shape[1] != problem.n_data:
@@ -36,7 +39,8 @@ def experimental_chi2(problem: Problem, predictions: np.ndarray) -> tuple[np.nda
             f"predictions must be (members, {problem.n_data} data points), "
             f"got shape {predictions.shape}"
         )
-    residuals = (problem.central[None, :] - predictions).astype(np.float64)
+    central = problem.central if central is None else np.asarray(central)
+    residuals = (np.atleast_2d(central) - predictions).astype(np.float64)
     total = np.zeros(predictions.shape[0])
     for block in problem.blocks():
         total += _chi2(problem.covmat[block, block], residuals[:, block])

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from hyperscan.runcard import FitRuncard, RuncardError
 
 from ._closure import closure_problem
@@ -20,25 +22,7 @@ from ._replicas import training_mask
 def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
     """The runcard's data; a dataset name (in ``data.datasets`` or ``folds``) that the data do
     not have is a :class:`RuncardError` naming ``source``: only now can the names be checked."""
-    real, closure = runcard.data.real, runcard.data.closure
-    if real is not None:
-        try:
-            problem = real_problem(
-                [{"dataset": d.dataset, "variant": d.variant} for d in real.datasets],
-                q2min=real.q2min,
-                w2min=real.w2min,
-                t0=real.t0,
-                closure_level=None if real.closure is None else real.closure.level,
-                closure_seed=0 if real.closure is None else real.closure.seed,
-            )
-        except ValueError as error:  # the schema checked the rest: cuts that leave no point
-            raise RuncardError([("data.real", str(error))], source=source) from None
-    else:
-        assert closure is not None  # the schema requires one of them
-        problem = closure_problem(closure.size, level=closure.level, seed=closure.seed)
-    if runcard.data.datasets != "all":
-        _check_names({"data.datasets": runcard.data.datasets}, problem, source)
-        problem = problem.select(list(runcard.data.datasets))
+    problem = _fitted_data(runcard, source)
     _check_names({f"folds[{k}]": fold for k, fold in enumerate(runcard.folds)}, problem, source)
     empty = empty_folds(runcard.folds, problem, "folds")
     if empty:
@@ -52,6 +36,40 @@ def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
     )
     if untrained:
         raise RuncardError(untrained, source=source)
+    return problem
+
+
+def level1_data(runcard: FitRuncard, problem: Problem) -> np.ndarray:
+    """(F, N) the central data of each of the runcard's ``closure.fits`` level-1 fits, row 0
+    ``problem``'s own: fit j's are fluctuated with seed ``seed`` + j, exactly as a one-fit
+    runcard with that seed fluctuates them, so a member of fit j is that runcard's replica."""
+    fits = runcard.data.level1_fits
+    others = [_fitted_data(runcard, "<runcard>", fit).central for fit in range(1, fits)]
+    return np.stack([problem.central, *others])
+
+
+def _fitted_data(runcard: FitRuncard, source: str, fit: int = 0) -> Problem:
+    """The runcard's data, its ``data.datasets`` selected, with level-1 fit ``fit``'s
+    fluctuation."""
+    real, closure = runcard.data.real, runcard.data.closure
+    if real is not None:
+        try:
+            problem = real_problem(
+                [{"dataset": d.dataset, "variant": d.variant} for d in real.datasets],
+                q2min=real.q2min,
+                w2min=real.w2min,
+                t0=real.t0,
+                closure_level=None if real.closure is None else real.closure.level,
+                closure_seed=0 if real.closure is None else real.closure.seed + fit,
+            )
+        except ValueError as error:  # the schema checked the rest: cuts that leave no point
+            raise RuncardError([("data.real", str(error))], source=source) from None
+    else:
+        assert closure is not None  # the schema requires one of them
+        problem = closure_problem(closure.size, level=closure.level, seed=closure.seed + fit)
+    if runcard.data.datasets != "all":
+        _check_names({"data.datasets": runcard.data.datasets}, problem, source)
+        problem = problem.select(list(runcard.data.datasets))
     return problem
 
 

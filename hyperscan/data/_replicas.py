@@ -20,18 +20,21 @@ def _check_index(value: int, what: str) -> int:
     return int(value)
 
 
-def replica_data(problem: Problem, replica: int, seed: int) -> np.ndarray:
+def replica_data(
+    problem: Problem, replica: int, seed: int, central: np.ndarray | None = None
+) -> np.ndarray:
     """(N,) pseudo-data central + L xi of one replica, xi ~ N(0, 1).
 
     xi comes from ``np.random.default_rng(np.random.SeedSequence([seed, replica]))``, so a
-    replica's data do not depend on which other replicas are fitted with it.
+    replica's data do not depend on which other replicas are fitted with it. ``central``
+    (default the problem's) is the data it fluctuates: another level-1 fit's (level1_data).
     """
     seed = _check_index(seed, "seed")
     replica = _check_index(replica, "replica")
     rng = np.random.default_rng(np.random.SeedSequence([seed, replica]))
     xi = rng.standard_normal(problem.n_data)
     lower = problem.cholesky
-    out = np.array(problem.central, dtype=np.float64)
+    out = np.array(problem.central if central is None else central, dtype=np.float64)
     for b in problem.blocks():
         out[b] += lower[b, b] @ xi[b]
     return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import Problem, experimental_chi2, load_problem
+from hyperscan.data import Problem, experimental_chi2, level1_data, load_problem
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -54,6 +54,7 @@ class FitResult:
 
     replicas: np.ndarray  # (M,)
     folds: np.ndarray  # (M,) -1 when nothing is held out
+    level1: np.ndarray  # (M,) each member's level-1 fit (closure ``fits``), 0 with one
     status: list[str]  # ok | pos-veto | diverged | interrupted (MEMBER_STATUSES)
     best_epoch: np.ndarray  # (M,) -1 when no epoch passed positivity and the χ² threshold
     stop_epoch: np.ndarray  # (M,) -1 when the member ran until the last epoch
@@ -148,7 +149,7 @@ def build_ensemble(
     its members (folds × replicas) and their initial weights, not yet checked by
     `usable_starts`."""
     problem = problem if problem is not None else load_problem(runcard)
-    specs = member_specs(runcard.replica_ids, runcard.folds)
+    specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
     inputs, params = build_members(runcard, problem, specs)
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
@@ -193,11 +194,13 @@ def run_fit(
     chi2 = observables.chi2.numpy() / np.maximum(points, 1)
     status = member_status(outcome.status, outcome.best_step, outcome.interrupted)
     predictions = model.predictions(final).numpy()
-    experimental, per_dataset = experimental_chi2(problem, predictions)
+    centrals = level1_data(runcard, problem)[[s.level1 for s in specs]]
+    experimental, per_dataset = experimental_chi2(problem, predictions, centrals)
     pdf_x = output_xgrid()
     return FitResult(
         replicas=np.array([s.replica for s in specs]),
         folds=np.array([s.fold for s in specs]),
+        level1=np.array([s.level1 for s in specs]),
         status=status,
         best_epoch=outcome.best_step,
         stop_epoch=outcome.stop_step,

@@ -7,32 +7,36 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperscan.data import FIT_BASIS, Problem, replica_data, training_mask
+from hyperscan.data import FIT_BASIS, Problem, level1_data, replica_data, training_mask
 from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, MemberInputs, initial_weights
 from hyperscan.runcard import FitRuncard
 
 
 @dataclass(frozen=True)
 class MemberSpec:
-    """One member of an ensemble: a replica, optionally with a fold of datasets held out."""
+    """One member of an ensemble: a replica, optionally with a fold of datasets held out, of
+    one of the runcard's level-1 fits (closure ``fits``)."""
 
     replica: int
     held_out: tuple[str, ...] = ()
     fold: int = -1
+    level1: int = 0
 
 
-def member_specs(replicas: Sequence[int], folds: Sequence[Sequence[str]] = ()) -> list[MemberSpec]:
-    """Members = folds × replicas, fold by fold; each fold's datasets held out of its members'
-    training. Without folds, the replicas alone.
+def member_specs(
+    replicas: Sequence[int], folds: Sequence[Sequence[str]] = (), level1_fits: int = 1
+) -> list[MemberSpec]:
+    """Members = level-1 fits × folds × replicas, fit by fit, fold by fold; each fold's
+    datasets held out of its members' training. Without folds, the replicas alone.
 
-    A fit runcard's members are ``member_specs(card.replica_ids, card.folds)``; a scan trial's
-    are those of its fit runcard, so an exported trial is refitted member for member.
+    A fit runcard's members are ``member_specs(card.replica_ids, card.folds,
+    card.data.level1_fits)``; a scan trial's are those of its fit runcard, so an exported
+    trial is refitted member for member.
     """
-    if not folds:
-        return [MemberSpec(replica) for replica in replicas]
     return [
-        MemberSpec(replica, held_out=tuple(fold), fold=k)
-        for k, fold in enumerate(folds)
+        MemberSpec(replica, held_out=tuple(fold), fold=k, level1=j)
+        for j in range(level1_fits)
+        for k, fold in (enumerate(folds) if folds else [(-1, ())])
         for replica in replicas
     ]
 
@@ -47,6 +51,7 @@ def build_members(
     """
     seeds = runcard.seeds
     names = [d.name for d in problem.datasets]
+    level1 = level1_data(runcard, problem)  # (fits, N) each level-1 fit's central data
     data, categories, alphas, betas, weights = [], [], [], [], []
     for spec in specs:
         mask = training_mask(problem, spec.replica, seeds.split, runcard.data.training_fraction)
@@ -55,15 +60,16 @@ def build_members(
             if name in spec.held_out:
                 member_categories[block] = HELD_OUT
         categories.append(member_categories)
+        central = level1[spec.level1]
         member_data = (
-            replica_data(problem, spec.replica, seeds.data)
+            replica_data(problem, spec.replica, seeds.data, central)
             if runcard.data.pseudodata
-            else problem.central
+            else central
         )
         # A held-out fold is scored against the central data, as n3fit scores its folds: the
         # replica's fluctuations there are noise the network never saw (and, through shared
         # systematics, correlated with the training data's), not a test of generalisation.
-        data.append(np.where(member_categories == HELD_OUT, problem.central, member_data))
+        data.append(np.where(member_categories == HELD_OUT, central, member_data))
         rng = np.random.default_rng(np.random.SeedSequence([seeds.network, spec.replica]))
         ranges = [runcard.preprocessing[flavour] for flavour in FIT_BASIS]
         alphas.append([rng.uniform(*r.alpha) for r in ranges])

@@ -59,6 +59,7 @@ def results_document(result: FitResult, runcard: FitRuncard | None = None) -> di
             {
                 "replica": replica,
                 "fold": int(result.folds[m]),
+                "level1": int(result.level1[m]),
                 "trial": runcard.member_trial(replica) if runcard is not None else None,
                 "status": result.status[m],
                 "best_epoch": int(result.best_epoch[m]),

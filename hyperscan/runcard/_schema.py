@@ -100,6 +100,7 @@ MAX_REPLICAS = 10_000
 MAX_UNITS = 10_000
 MAX_THREADS = 1024
 MAX_EPOCHS = 10**9
+MAX_LEVEL1_FITS = 1000
 #: Steps between growths of the positivity multiplier lambda (n3fit's 100).
 LAMBDA_UPDATE_INTERVAL = 100
 #: Standard DIS cuts of NNPDF (validphys ``q2min``, ``w2min``; W2 = Q2 (1 - x) / x), GeV^2:
@@ -261,6 +262,14 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
+def _check_level1_fits(closure: ClosureSection | RealClosure) -> None:
+    """Several fits of level-0 data would be the same fit repeated: a mistake, not a test."""
+    if closure.fits > 1 and closure.level != 1:
+        raise rule_error(
+            f"{closure.fits} level-1 fits need level 1, got level {closure.level}", "fits"
+        )
+
+
 class ClosureSection(_Section):
     """Built-in closure-test data: pseudo-data generated from a known underlying PDF."""
 
@@ -272,6 +281,16 @@ class ClosureSection(_Section):
     """0: data equal the underlying (truth) predictions; 1: data fluctuated once around them."""
     seed: Seed = 0
     """Seed of the level-1 fluctuation (shared by all replicas)."""
+    fits: Annotated[Int, Field(ge=1, le=MAX_LEVEL1_FITS)] = 1
+    """Level-1 fits in one fit (validphys' multiclosure): their data are fluctuated with seeds
+    `seed`, `seed`+1, …, and the members are fits × (folds ×) replicas, each fitting its own fit's
+    data; needs `level: 1`. A scan trial's closure figures average over the fits.
+    """
+
+    @model_validator(mode="after")
+    def _fits_need_level1(self) -> ClosureSection:
+        _check_level1_fits(self)
+        return self
 
 
 def _check_real_entry(entry: RealDatasetEntry) -> RealDatasetEntry:
@@ -322,6 +341,16 @@ class RealClosure(_Section):
     """0: data equal the toy-PDF predictions; 1: data fluctuated once around them."""
     seed: Seed = 0
     """Seed of the level-1 fluctuation."""
+    fits: Annotated[Int, Field(ge=1, le=MAX_LEVEL1_FITS)] = 1
+    """Level-1 fits in one fit (validphys' multiclosure): their data are fluctuated with seeds
+    `seed`, `seed`+1, …, and the members are fits × (folds ×) replicas, each fitting its own fit's
+    data; needs `level: 1`. A scan trial's closure figures average over the fits.
+    """
+
+    @model_validator(mode="after")
+    def _fits_need_level1(self) -> RealClosure:
+        _check_level1_fits(self)
+        return self
 
 
 class RealSection(_Section):
@@ -340,8 +369,8 @@ class RealSection(_Section):
     experimental.
     """
     closure: RealClosure | None = None
-    """`{level, seed}`: a closure test on the real FK tables (data = toy-PDF predictions); null fits
-    the measured data.
+    """`{level, seed, fits}`: a closure test on the real FK tables (data = toy-PDF predictions);
+    null fits the measured data.
     """
 
 
@@ -387,6 +416,13 @@ class DataSection(_Section):
         if self.closure is None and self.real is None:
             raise rule_error("give one of 'closure' or 'real'", "closure")
         return self
+
+    @property
+    def level1_fits(self) -> int:
+        """How many level-1 fits each fit's members are spread over (closure ``fits``; 1
+        without closure data)."""
+        closure = self.closure if self.real is None else self.real.closure
+        return 1 if closure is None else closure.fits
 
 
 class Seeds(_Section):

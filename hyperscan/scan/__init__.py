@@ -28,6 +28,7 @@ from hyperscan.scan._closure import (
     ONE_SIGMA,
     ClosureEstimators,
     closure_estimators,
+    multiclosure_record,
 )
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
@@ -50,6 +51,7 @@ __all__ = [
     "dashboard_app",
     "last_report",
     "list_studies",
+    "multiclosure_record",
     "objective_label",
     "open_storage",
     "open_study",

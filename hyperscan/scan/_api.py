@@ -410,6 +410,7 @@ class ScanPlan:
     cores: int  # the cores this process may run on
     workers: int  # started: at most one per core and per trial left
     trials_left: int
+    level1_fits: int = 1  # closure ``fits``: members = fits × folds × replicas
 
 
 @dataclass(frozen=True)
@@ -465,6 +466,7 @@ def run_scan(
         cores=cores,
         workers=max(0, min(workers, cores, left)),  # a worker more than the trials left idles
         trials_left=left,
+        level1_fits=card.fit.data.level1_fits,
     )
     tell(plan)
     processes = (

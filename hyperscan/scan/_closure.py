@@ -10,7 +10,7 @@ that a trial's numbers are the benchmark's. numpy only: the caller hands in the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,3 +108,28 @@ def closure_record(
         value = None if estimators is None else getattr(estimators, name)
         record[name] = float(f"{value:.9g}") if value is not None and math.isfinite(value) else None
     return record | {"replicas": int(predictions.shape[0])}
+
+
+def multiclosure_record(
+    records: Sequence[Mapping[str, float | int | None]],
+) -> dict[str, float | int | None]:
+    """One fold's estimators over several level-1 fits' records, as validphys' multiclosure
+    takes them: bias and variance averaged over the fits, R_bv = √(mean bias / mean variance)
+    (not the mean of the fits' ratios), ξ₁σ averaged; None where a fit's is; ``replicas``
+    summed. One record is returned as it is."""
+    if len(records) == 1:
+        return dict(records[0])
+
+    def mean(name: str) -> float | None:
+        values = [record[name] for record in records]
+        return None if any(v is None for v in values) else float(np.mean(values))
+
+    bias, variance = mean("bias"), mean("variance")
+    rbv = None
+    if bias is not None and variance is not None and variance > 0:
+        rbv = math.sqrt(bias / variance)
+    values = {"bias": bias, "variance": variance, "rbv": rbv, "xi1sigma": mean("xi1sigma")}
+    record: dict[str, float | int | None] = {
+        name: None if value is None else float(f"{value:.9g}") for name, value in values.items()
+    }
+    return record | {"replicas": sum(int(r["replicas"] or 0) for r in records)}

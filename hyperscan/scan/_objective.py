@@ -29,7 +29,7 @@ from hyperscan.runcard import (
     RuncardError,
     ScanRuncard,
 )
-from hyperscan.scan._closure import closure_loss, closure_record
+from hyperscan.scan._closure import closure_loss, closure_record, multiclosure_record
 from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
 from hyperscan.scan._n3fit_loss import fold_loss, n3fit_value
 from hyperscan.scan._penalties import all_penalties
@@ -69,8 +69,11 @@ class Objective:
         self.stop = stop
         self.on_start = on_start  # told of each trial with its drawn values, before its fit
         # The members of every trial's fit runcard (trial_runcard), as its fit orders them.
-        specs = member_specs(runcard.scan.replica_ids, runcard.scan.folds)
+        specs = member_specs(
+            runcard.scan.replica_ids, runcard.scan.folds, runcard.fit.data.level1_fits
+        )
         self.folds = np.array([spec.fold for spec in specs])
+        self.level1 = np.array([spec.level1 for spec in specs])
         # The stored statistics and the pruner's reports follow the (first) objective's χ².
         self.primary = runcard.scan.objective.entries[0]
         self.category = HELD_OUT if self.primary.chi2 == "held_out" else VALIDATION
@@ -269,13 +272,15 @@ class Objective:
     def _ensemble(self, result: FitResult) -> dict:
         """n3fit's hyperopt metrics of each fold's ensemble, on the points the fold scores: its
         held-out datasets with k-fold, else all the data (the replicas' validation points
-        differ, and n3fit's experimental χ² without a fold is over all the data)."""
+        differ, and n3fit's experimental χ² without a fold is over all the data). With several
+        level-1 fits, of the first fit's members: the metrics compare one ensemble with the
+        data it fitted."""
         problem, folds = self.problem, self.runcard.scan.folds
         proportion = self.runcard.scan.objective.best_fraction
         experimental = self._experimental(result)
         records = {}
         for k, points in enumerate(self._scored_points()):
-            members = self.folds == (k if folds else -1)
+            members = (self.folds == (k if folds else -1)) & (self.level1 == 0)
             records[str(k)] = fold_record(
                 result.predictions[members][:, points],
                 problem.central[points],
@@ -315,18 +320,28 @@ class Objective:
         """The closure estimators of each fold's ensemble against the truth, on the points
         the fold scores (as ``ensemble``): of its replicas but the diverged ones (up to
         ``scan.divergence.max_diverged``), pos-veto ones counted as in every trial value, with
-        the fit's own covariance (t0 with t0), as benchmarks/closure_real.py takes them."""
+        the fit's own covariance (t0 with t0), as benchmarks/closure_real.py takes them. With
+        several level-1 fits (closure ``fits``), each fit's ensemble separately (``fits``: per
+        fold, one record per fit) and ``folds`` their multiclosure aggregate."""
         problem, folds = self.problem, self.runcard.scan.folds
         ok = np.array([status != DIVERGED_STATUS for status in result.status])
-        records = {}
+        fit_ids = np.unique(self.level1)
+        records, per_fit = {}, {}
         for k, points in enumerate(self._scored_points()):
-            members = ok & (self.folds == (k if folds else -1))
-            records[str(k)] = closure_record(
-                result.predictions[members][:, points],
-                problem.truth[points],
-                problem.covmat[np.ix_(points, points)],
-            )
-        return {"scored": "held_out" if folds else "all", "folds": records}
+            fits = []
+            for j in fit_ids:
+                members = ok & (self.folds == (k if folds else -1)) & (self.level1 == j)
+                fits.append(
+                    closure_record(
+                        result.predictions[members][:, points],
+                        problem.truth[points],
+                        problem.covmat[np.ix_(points, points)],
+                    )
+                )
+            records[str(k)] = multiclosure_record(fits)
+            per_fit[str(k)] = fits
+        closure = {"scored": "held_out" if folds else "all", "folds": records}
+        return closure | ({"fits": per_fit} if len(fit_ids) > 1 else {})
 
 
 def _experimental_covmat(runcard: ScanRuncard, problem: Problem) -> np.ndarray:
@@ -350,7 +365,8 @@ def _finite(value: float, digits: int = 9) -> float | None:
 
 def _member(result: FitResult, m: int) -> str:
     fold = f" (fold {result.folds[m]})" if result.folds[m] >= 0 else ""
-    return f"replica {result.replicas[m]}{fold}"
+    fit = f" (level-1 fit {result.level1[m]})" if result.level1.any() else ""
+    return f"replica {result.replicas[m]}{fold}{fit}"
 
 
 class _Monitor:

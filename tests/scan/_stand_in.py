@@ -24,6 +24,7 @@ def stand_in_result(
     return FitResult(
         replicas=np.array([spec.replica for spec in members]),
         folds=np.array([spec.fold for spec in members]),
+        level1=np.array([spec.level1 for spec in members]),
         status=status if status is not None else ["ok"] * m,
         best_epoch=np.full(m, best_epoch),
         stop_epoch=stop_epoch if stop_epoch is not None else np.full(m, -1),
