@@ -14,8 +14,8 @@ from hyperscan.model._chi2 import Chi2
 from hyperscan.model._chi2_plan import TRAINING, whitening
 from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import forward, network_features
-from hyperscan.model._shapes import MemberShapes
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+from hyperscan.model._shapes import MemberShapes
 
 # Sum rules: ∫V = 3, ∫V3 = 1, ∫V8 = 3 (number of valence quarks), momentum ∫x(Σ + g) = 1.
 VALENCE_SUM_RULES = {"V": 3.0, "V3": 1.0, "V8": 3.0}
