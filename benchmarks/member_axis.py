@@ -28,9 +28,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import compaction  # noqa: E402
 import numpy as np  # noqa: E402
 
-import compaction  # noqa: E402
 from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
 from hyperscan.runcard import FitRuncard, load_scan_runcard  # noqa: E402
 
@@ -137,15 +137,18 @@ def step_times(base: FitRuncard, cards: list[FitRuncard]) -> None:
         times[f"hyperscan, one padded model, activations by {way}"] = timed(model, padded)
     _ensemble.forward = stacked_forward
     try:
-        times["n3fit's form (sub-networks stacked)"] = timed(own)
+        times["n3fit's form (sub-networks stacked)"] = timed(model, own)
     finally:
         _ensemble.forward = forward
+    limit = base.training.max_padding_waste
+    classes = shape_classes([architecture_shape(c) for c in cards], limit)
+    name = f"hyperscan, {len(classes)} shape classes at max_padding_waste {limit}, Σ of steps"
+    times[name] = sum(timed_model(members) for members in classes)
     print(
         f"\n## Step (loss + gradient, XLA, float32): {len(cards)} heterogeneous members, real DIS"
     )
-    print(
-        f"\npadded widths {widths}, waste {1 - model.shapes.gradient_mask.mean():.1%} of parameters\n"
-    )
+    unused = 1 - model.shapes.gradient_mask.mean()
+    print(f"\npadded widths {widths}, {unused:.1%} of the parameters padding\n")
     stacked = times["n3fit's form (sub-networks stacked)"]
     print("| form | step | ÷ n3fit's form |\n|---|---|---|")
     for name, seconds in times.items():

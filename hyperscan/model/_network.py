@@ -139,7 +139,9 @@ def _activate(hidden: tf.Tensor, names: Sequence[str], chosen: np.ndarray) -> tf
             out = tf.where(mask, ACTIVATIONS[names[index]](hidden), out)
         return out
     groups = [np.flatnonzero(chosen == index) for index in present]
-    parts = [ACTIVATIONS[names[i]](tf.gather(hidden, g)) for i, g in zip(present, groups)]
+    parts = [
+        ACTIVATIONS[names[i]](tf.gather(hidden, g)) for i, g in zip(present, groups, strict=True)
+    ]
     return tf.dynamic_stitch([tf.constant(g, tf.int32) for g in groups], parts)
 
 

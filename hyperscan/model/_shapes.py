@@ -101,7 +101,10 @@ class MemberShapes:
         depth = np.array([len(s.nodes) for s in shapes])
         last = [[min(layer, d - 1) for layer in range(len(widths))] for d in depth]
         activation = np.array(
-            [[names.index(s.activations[k]) for k in row] for s, row in zip(shapes, last)]
+            [
+                [names.index(s.activations[k]) for k in row]
+                for s, row in zip(shapes, last, strict=True)
+            ]
         )
         skip = np.arange(len(widths))[None, :] >= depth[:, None]
         ones = [[np.ones_like(w) for w in zero_weights(s.nodes)] for s in shapes]
