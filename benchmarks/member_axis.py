@@ -9,8 +9,8 @@
 2. The step (loss and gradient, compiled with XLA, float32, real DIS data) of those members in
    hyperscan's padded model against the same members as n3fit builds them: one dense
    sub-network per member, stacked in one graph (written here with hyperscan's math, the same
-   FK tables and χ²: only the network differs). The padded model is timed with activations per
-   member by selection and by grouping (model/_network.py MEMBER_ACTIVATIONS).
+   FK tables and χ²: only the network differs), and the same members split into the shape
+   classes the fit would choose (each class's step, summed).
 3. benchmarks/compaction.py's step cost against running members and its DIS fit with and
    without compaction (`--quick`: 16 members, 2 repeats, 10 replicas × 300 epochs, one pair).
 """
@@ -132,9 +132,7 @@ def step_times(base: FitRuncard, cards: list[FitRuncard]) -> None:
 
     times = {}
     forward = _ensemble.forward
-    for way in ("select", "group"):
-        _network.MEMBER_ACTIVATIONS = way
-        times[f"hyperscan, one padded model, activations by {way}"] = timed(model, padded)
+    times["hyperscan, one padded model"] = timed(model, padded)
     _ensemble.forward = stacked_forward
     try:
         times["n3fit's form (sub-networks stacked)"] = timed(model, own)

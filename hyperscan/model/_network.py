@@ -23,11 +23,6 @@ ACTIVATIONS: dict[str, Callable[[tf.Tensor], tf.Tensor]] = {
     "linear": tf.identity,
 }
 
-# How members of one layer with different activations get theirs: "select" computes every
-# activation present for all members and selects each member's; "group" gathers each
-# activation's members, applies it to them alone and stitches the rows back.
-MEMBER_ACTIVATIONS = "select"
-
 # Keras draws its "normal" initialisers from a normal truncated at 2σ, rescaled by this factor
 # so that the truncated distribution keeps the nominal variance.
 _TRUNCATED_NORMAL_STD = 0.87962566103423978
@@ -128,21 +123,16 @@ def forward(
 
 
 def _activate(hidden: tf.Tensor, names: Sequence[str], chosen: np.ndarray) -> tf.Tensor:
-    """Each member's activation (index `chosen` into `names`) of its rows of `hidden`."""
+    """Each member's activation (index `chosen` into `names`) of its rows of `hidden`: every
+    activation present computed for all rows, each member's selected. Selection measured
+    1.5x faster than gathering each activation's members and stitching them back
+    (docs/performance.md)."""
     present = np.unique(chosen)
-    if present.size == 1:
-        return ACTIVATIONS[names[present[0]]](hidden)
-    if MEMBER_ACTIVATIONS == "select":
-        out = ACTIVATIONS[names[present[0]]](hidden)
-        for index in present[1:]:
-            mask = tf.constant(chosen == index)[:, None, None]
-            out = tf.where(mask, ACTIVATIONS[names[index]](hidden), out)
-        return out
-    groups = [np.flatnonzero(chosen == index) for index in present]
-    parts = [
-        ACTIVATIONS[names[i]](tf.gather(hidden, g)) for i, g in zip(present, groups, strict=True)
-    ]
-    return tf.dynamic_stitch([tf.constant(g, tf.int32) for g in groups], parts)
+    out = ACTIVATIONS[names[present[0]]](hidden)
+    for index in present[1:]:
+        mask = tf.constant(chosen == index)[:, None, None]
+        out = tf.where(mask, ACTIVATIONS[names[index]](hidden), out)
+    return out
 
 
 def _resized(hidden: tf.Tensor, width: int) -> tf.Tensor:
