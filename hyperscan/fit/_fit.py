@@ -20,7 +20,9 @@ from hyperscan.fit._format import (
 )
 from hyperscan.fit._members import (
     MemberSpec,
+    architecture_shape,
     build_members,
+    member_shapes,
     member_specs,
     redrawn_weights,
 )
@@ -30,7 +32,17 @@ from hyperscan.fit._trainer import (
     Trainer,
     TrainerSettings,
 )
-from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, EnsembleModel
+from hyperscan.model import (
+    HELD_OUT,
+    TRAINING,
+    VALIDATION,
+    EnsembleModel,
+    embed,
+    padded_widths,
+    shape_classes,
+    take_members,
+    unembed,
+)
 from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL, FitRuncard
 
 #: Replacement starts tried for a member whose initial loss is already past divergence.max_loss.
@@ -92,11 +104,10 @@ def trainer_settings(runcard: FitRuncard, members: int | Sequence[FitRuncard]) -
     """The trainer's settings for `members`: a count (the runcard's settings for that many
     members) or one runcard per member, each member's training hyperparameters from its own
     (learning rate, clipnorm, optimizer, epochs, stopping, positivity), what the batch shares
-    from `runcard` (checked by `check_shared`). Without a fixed ``positivity.multiplier``,
+    from `runcard` (`checked_member_runcards` checks it). Without a fixed ``positivity.multiplier``,
     λ's factor is chosen so that a member's λ reaches its ``positivity.max`` at its last
     update."""
     cards = [runcard] * members if isinstance(members, int) else list(members)
-    check_shared(runcard, cards)
 
     def each(value: Callable[[FitRuncard], object], dtype: type = float) -> np.ndarray:
         return np.array([value(card) for card in cards], dtype=dtype)
@@ -128,32 +139,60 @@ def _lambda_factor(card: FitRuncard) -> float:
     return (positivity.max / positivity.initial) ** (1.0 / updates)
 
 
-def check_shared(runcard: FitRuncard, member_runcards: Sequence[FitRuncard]) -> None:
-    """Raise ValueError naming the key where a member's runcard differs from the fit's in
-    what one model's members must share (SHARED_KEYS)."""
-    for m, card in enumerate(member_runcards):
-        for key in SHARED_KEYS:
-            if getattr(card, key) != getattr(runcard, key):
-                raise ValueError(
-                    f"member {m}'s runcard differs from the fit's in {key!r}: every member of "
-                    f"one model shares {', '.join(SHARED_KEYS)}"
-                )
-
-
 def build_ensemble(
     runcard: FitRuncard,
     *,
     problem: Problem | None = None,
+    member_runcards: Sequence[FitRuncard] | None = None,
 ) -> tuple[EnsembleModel, list[MemberSpec], list[np.ndarray]]:
-    """The runcard's ensemble as `run_fit` builds it, in the runcard's precision: the model,
-    its members (folds × replicas) and their initial weights, not yet checked by
-    `usable_starts`."""
+    """The runcard's ensemble in one model, in the runcard's precision: the model, its members
+    (folds × replicas) and their initial weights, not yet checked by `usable_starts`.
+    `member_runcards` (one per member, in member order; None: the runcard for all) give each
+    member its own methodology; members of different architectures are padded to one model
+    (`run_fit` may split them into shape classes instead)."""
     problem = problem if problem is not None else load_problem(runcard)
     specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
-    inputs, params = build_members(runcard, problem, specs)
-    dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
-    model = EnsembleModel(problem, inputs, runcard.architecture.activations, dtype=dtype)
+    cards = checked_member_runcards(runcard, member_runcards, specs)
+    model, params = _ensemble(runcard, problem, specs, cards)
     return model, specs, params
+
+
+def checked_member_runcards(
+    runcard: FitRuncard, member_runcards: Sequence[FitRuncard] | None, specs: Sequence[MemberSpec]
+) -> list[FitRuncard] | None:
+    """`member_runcards` as a list (None: the runcard's `methodologies`, replica by replica;
+    None without them), after checking there is one per member and that each shares
+    SHARED_KEYS with `runcard` (ValueError naming the member and the key)."""
+    if member_runcards is None and runcard.methodologies:
+        member_runcards = [runcard.member_runcard(spec.replica) for spec in specs]
+    if member_runcards is None:
+        return None
+    cards = list(member_runcards)
+    n_members = len(specs)
+    if len(cards) != n_members:
+        raise ValueError(f"expected one member runcard per member ({n_members}), got {len(cards)}")
+    for index, card in enumerate(cards):
+        for key in SHARED_KEYS:
+            if getattr(card, key) != getattr(runcard, key):
+                raise ValueError(
+                    f"member {index}: its runcard's '{key}' differs from the fit's; "
+                    f"'{key}' must be the same for every member of one fit"
+                )
+    return cards
+
+
+def _ensemble(
+    runcard: FitRuncard,
+    problem: Problem,
+    specs: Sequence[MemberSpec],
+    cards: Sequence[FitRuncard] | None,
+) -> tuple[EnsembleModel, list[np.ndarray]]:
+    inputs, params = build_members(runcard, problem, specs, cards)
+    dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
+    shapes = None if cards is None else member_shapes(cards)
+    # Members of one architecture, whether the base runcard's or not, need no padding.
+    activations = (runcard if cards is None else cards[0]).architecture.activations
+    return EnsembleModel(problem, inputs, activations, dtype=dtype, shapes=shapes), params
 
 
 def run_fit(
@@ -167,23 +206,62 @@ def run_fit(
 ) -> FitResult:
     """Fit the runcard's ensemble (its folds × replicas) in one model.
 
-    `member_runcards`, one per member (folds × replicas, in that order), give each member its
-    own training hyperparameters (`trainer_settings`); None: the runcard's for all.
-    `settings` and `initial_params` override what the runcards imply; tests use them to
+    `member_runcards` (one per member, in member order; by default those of the runcard's
+    `methodologies`) give each member its own methodology.
+    Members of different architectures share one padded model while its padding waste is
+    within ``training.max_padding_waste``; past it they are split into shape classes
+    (model/_shapes.py), each fitted as its own batched model, one after the other, and the
+    result merges them back in member order (`on_sync` then sees each class's reports, for
+    its members only, and its weights are padded to the widths of all members).
+    `settings` and `initial_params` override what the runcard implies; tests use them to
     inject a diverging member.
     """
     started = time.perf_counter()
-    model, specs, params = build_ensemble(runcard, problem=problem)
-    problem, dtype = model.problem, model.dtype
-    if member_runcards is not None and len(member_runcards) != len(specs):
-        raise ValueError(
-            f"{len(member_runcards)} member runcards for {len(specs)} members (folds × replicas)"
+    problem = problem if problem is not None else load_problem(runcard)
+    specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
+    cards = checked_member_runcards(runcard, member_runcards, specs)
+    classes = [np.arange(len(specs))]
+    if cards is not None:
+        shapes = [architecture_shape(card) for card in cards]
+        classes = shape_classes(shapes, runcard.training.max_padding_waste)
+    if len(classes) == 1:
+        return _fit(runcard, problem, specs, cards, on_sync, settings, initial_params, started)
+    if initial_params is not None:
+        raise ValueError("initial_params are for one model: not with several shape classes")
+    parts = [
+        _fit(
+            runcard,
+            problem,
+            [specs[m] for m in members],
+            [cards[m] for m in members],
+            on_sync,
+            None if settings is None else take_members(settings, members),
+            None,
+            time.perf_counter(),
         )
-    settings = settings or trainer_settings(runcard, member_runcards or len(specs))
+        for members in classes
+    ]
+    return _merged(parts, classes, cards, started)
+
+
+def _fit(
+    runcard: FitRuncard,
+    problem: Problem,
+    specs: Sequence[MemberSpec],
+    cards: Sequence[FitRuncard] | None,
+    on_sync: Callable[[SyncReport], bool | None] | None,
+    settings: TrainerSettings | None,
+    initial_params: Sequence[np.ndarray] | None,
+    started: float,
+) -> FitResult:
+    """The fit of `specs` in one model."""
+    model, params = _ensemble(runcard, problem, specs, cards)
+    dtype = model.dtype
+    settings = settings or trainer_settings(runcard, len(specs) if cards is None else cards)
     if initial_params is not None:
         params, redraws = list(initial_params), np.zeros(len(specs), dtype=np.int64)
     else:
-        params, redraws = usable_starts(runcard, model, specs, params, settings)
+        params, redraws = usable_starts(runcard, model, specs, params, settings, cards)
     training_started = time.perf_counter()
     outcome = Trainer(model, settings, params).run(on_sync)
     training_seconds = time.perf_counter() - training_started
@@ -230,6 +308,61 @@ def run_fit(
     )
 
 
+def _merged(
+    parts: Sequence[FitResult],
+    classes: Sequence[np.ndarray],
+    cards: Sequence[FitRuncard],
+    started: float,
+) -> FitResult:
+    """One result from the shape classes' results, every per-member output in member order,
+    the weights padded to the widths of all members."""
+    order = np.argsort(np.concatenate(classes), kind="stable")
+
+    def stacked(arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return np.concatenate(arrays)[order]
+
+    def listed(lists: Sequence[list[str]]) -> list[str]:
+        flat = [item for items in lists for item in items]
+        return [flat[i] for i in order]
+
+    widths = padded_widths([architecture_shape(card) for card in cards])
+    weights = []
+    for part, members in zip(parts, classes, strict=True):
+        own = padded_widths([architecture_shape(cards[m]) for m in members])
+        for row, member in enumerate(members):
+            nodes = cards[member].architecture.nodes
+            weights.append(embed(unembed([p[row] for p in part.params], nodes, own), nodes, widths))
+    weights = [weights[i] for i in order]
+    first = parts[0]
+    return FitResult(
+        replicas=stacked([p.replicas for p in parts]),
+        folds=stacked([p.folds for p in parts]),
+        level1=stacked([p.level1 for p in parts]),
+        status=listed([p.status for p in parts]),
+        best_epoch=stacked([p.best_epoch for p in parts]),
+        stop_epoch=stacked([p.stop_epoch for p in parts]),
+        divergence=listed([p.divergence for p in parts]),
+        chi2_per_point={
+            name: stacked([p.chi2_per_point[name] for p in parts]) for name in first.chi2_per_point
+        },
+        dataset_names=first.dataset_names,
+        dataset_chi2_per_point=stacked([p.dataset_chi2_per_point for p in parts]),
+        predictions=stacked([p.predictions for p in parts]),
+        steps=max(p.steps for p in parts),
+        seconds=time.perf_counter() - started,
+        training_seconds=sum(p.training_seconds for p in parts),
+        interrupted=any(p.interrupted for p in parts),
+        pdf_x=first.pdf_x,
+        pdf=stacked([p.pdf for p in parts]),
+        grid_x=first.grid_x,
+        grid_pdf=stacked([p.grid_pdf for p in parts]),
+        params=[np.stack(layer) for layer in zip(*weights, strict=True)],
+        history=[report for p in parts for report in p.history],
+        redraws=stacked([p.redraws for p in parts]),
+        small_x_pdf=stacked([p.small_x_pdf for p in parts]),
+    )
+
+
 def member_status(training: np.ndarray, best_step: np.ndarray, interrupted: bool) -> list[str]:
     """Each member's status from its training state and best step. A member still training
     without a best step when the fit was interrupted is `interrupted`, not `pos-veto`: it was
@@ -252,6 +385,7 @@ def usable_starts(
     specs: Sequence[MemberSpec],
     params: Sequence[np.ndarray],
     settings: TrainerSettings,
+    member_runcards: Sequence[FitRuncard] | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray]:
     """Initial weights with every member's starting loss finite and below ``max_loss``, as
     far as MAX_REDRAWS new starts get there.
@@ -262,7 +396,8 @@ def usable_starts(
     member is given a new start from its own seeded stream (``redrawn_weights``), up to
     MAX_REDRAWS times; members are judged one by one, so a member gets the same start alone
     or batched. A member whose last redraw is still past the limit keeps it, and diverges at
-    its first step. Returns the weights and how many redraws each member took.
+    its first step. Returns the weights and how many redraws each member took. With
+    `member_runcards`, each member redraws from its own runcard, padded to the model's widths.
     """
     params = [np.array(p) for p in params]
     redraws = np.zeros(len(specs), dtype=np.int64)
@@ -271,7 +406,9 @@ def usable_starts(
         if bad.size == 0:
             break
         for member in bad:
-            for layer, weights in enumerate(redrawn_weights(runcard, specs[member], attempt)):
+            card = runcard if member_runcards is None else member_runcards[member]
+            redrawn = redrawn_weights(card, specs[member], attempt, model.shapes)
+            for layer, weights in enumerate(redrawn):
                 params[layer][member] = weights
         redraws[bad] = attempt
     return params, redraws

@@ -8,7 +8,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from hyperscan.data import FIT_BASIS, Problem, level1_data, replica_data, training_mask
-from hyperscan.model import HELD_OUT, TRAINING, VALIDATION, MemberInputs, initial_weights
+from hyperscan.model import (
+    HELD_OUT,
+    TRAINING,
+    VALIDATION,
+    MemberInputs,
+    MemberShapes,
+    Shape,
+    embed,
+    initial_weights,
+)
 from hyperscan.runcard import FitRuncard
 
 
@@ -42,18 +51,26 @@ def member_specs(
 
 
 def build_members(
-    runcard: FitRuncard, problem: Problem, specs: Sequence[MemberSpec]
+    runcard: FitRuncard,
+    problem: Problem,
+    specs: Sequence[MemberSpec],
+    member_runcards: Sequence[FitRuncard] | None = None,
 ) -> tuple[MemberInputs, list[np.ndarray]]:
     """Member inputs and stacked initial weights (M, ...) for the given member specs.
 
     Everything a member gets is drawn from seeds keyed by its replica number, so a member
-    is the same whether it is fitted alone or in an ensemble of any size.
+    is the same whether it is fitted alone or in an ensemble of any size. With
+    `member_runcards` (one per spec), each member's seeds, preprocessing ranges, initializer
+    and widths are its own runcard's, and members of different architectures are embedded in
+    the padded widths of `member_shapes` (model/_shapes.py).
     """
-    seeds = runcard.seeds
+    cards = list(member_runcards) if member_runcards is not None else [runcard] * len(specs)
+    shapes = member_shapes(cards)
     names = [d.name for d in problem.datasets]
     level1 = level1_data(runcard, problem)  # (fits, N) each level-1 fit's central data
     data, categories, alphas, betas, weights = [], [], [], [], []
-    for spec in specs:
+    for spec, card in zip(specs, cards, strict=True):
+        seeds = card.seeds
         mask = training_mask(problem, spec.replica, seeds.split, runcard.data.training_fraction)
         member_categories = np.where(mask, TRAINING, VALIDATION)
         for name, block in zip(names, problem.dataset_slices(), strict=True):
@@ -71,12 +88,11 @@ def build_members(
         # systematics, correlated with the training data's), not a test of generalisation.
         data.append(np.where(member_categories == HELD_OUT, central, member_data))
         rng = np.random.default_rng(np.random.SeedSequence([seeds.network, spec.replica]))
-        ranges = [runcard.preprocessing[flavour] for flavour in FIT_BASIS]
+        ranges = [card.preprocessing[flavour] for flavour in FIT_BASIS]
         alphas.append([rng.uniform(*r.alpha) for r in ranges])
         betas.append([rng.uniform(*r.beta) for r in ranges])
-        weights.append(
-            initial_weights(runcard.architecture.nodes, runcard.architecture.initializer, rng)
-        )
+        own = initial_weights(card.architecture.nodes, card.architecture.initializer, rng)
+        weights.append(own if shapes is None else _padded(own, card, shapes))
     inputs = MemberInputs(
         data=np.array(data),
         categories=np.array(categories),
@@ -87,8 +103,27 @@ def build_members(
     return inputs, stacked
 
 
-def redrawn_weights(runcard: FitRuncard, spec: MemberSpec, attempt: int) -> list[np.ndarray]:
-    """A member's ``attempt``-th replacement start: its own stream, so batching cannot matter."""
+def member_shapes(member_runcards: Sequence[FitRuncard]) -> MemberShapes | None:
+    """The members' architectures padded to one model; None when they all share one, so that
+    a homogeneous fit computes as it always has (no masks, no selects)."""
+    shapes = [architecture_shape(card) for card in member_runcards]
+    return None if len(set(shapes)) == 1 else MemberShapes.of(shapes)
+
+
+def architecture_shape(card: FitRuncard) -> Shape:
+    return Shape(tuple(card.architecture.nodes), tuple(card.architecture.activations))
+
+
+def _padded(own: list[np.ndarray], card: FitRuncard, shapes: MemberShapes) -> list[np.ndarray]:
+    return embed(own, card.architecture.nodes, shapes.widths)
+
+
+def redrawn_weights(
+    runcard: FitRuncard, spec: MemberSpec, attempt: int, shapes: MemberShapes | None = None
+) -> list[np.ndarray]:
+    """A member's ``attempt``-th replacement start: its own stream, so batching cannot matter.
+    `runcard` is the member's own; `shapes` the padded model's (None: not padded)."""
     seeds = [runcard.seeds.network, spec.replica, attempt]
     rng = np.random.default_rng(np.random.SeedSequence(seeds))
-    return initial_weights(runcard.architecture.nodes, runcard.architecture.initializer, rng)
+    own = initial_weights(runcard.architecture.nodes, runcard.architecture.initializer, rng)
+    return own if shapes is None else _padded(own, runcard, shapes)

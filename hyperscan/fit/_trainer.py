@@ -189,6 +189,11 @@ class Trainer:
         self._positivity_threshold = tf.constant(batch.positivity_threshold, dtype)
         self._lambda_factor = tf.constant(batch.lambda_factor, dtype)
         self._load_kinds(batch.optimizer)
+        # Members of different architectures: their padded and skipped parameters' gradients
+        # are masked to exactly zero before clipping, so each member's clipping norm is its
+        # unpadded one and, from zero gradients, every optimiser keeps those weights at zero.
+        shapes = self._batch_model.shapes
+        self._gradient_mask = None if shapes is None else tf.constant(shapes.gradient_mask)
         counts = self._batch_model.points_per_category
         self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
         self._stopping_points = tf.constant(
@@ -363,6 +368,8 @@ class Trainer:
             # non-finite member cannot leak into the others' gradients.
             total = tf.reduce_sum(loss)
         grad = tape.gradient(total, params)
+        if self._gradient_mask is not None:
+            grad = tf.where(self._gradient_mask, grad, tf.zeros_like(grad))
         norms = variable_norms(grad, self._columns)
         grad_finite = tf.reduce_all(tf.math.is_finite(norms), axis=1)
 

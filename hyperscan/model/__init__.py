@@ -11,6 +11,15 @@ from hyperscan.model._ensemble import (
 from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import ACTIVATIONS, initial_weights
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+from hyperscan.model._shapes import (
+    MemberShapes,
+    Shape,
+    embed,
+    padded_widths,
+    padding_waste,
+    shape_classes,
+    unembed,
+)
 
 __all__ = [
     "ACTIVATIONS",
@@ -21,10 +30,17 @@ __all__ = [
     "EnsembleModel",
     "MemberAxis",
     "MemberInputs",
+    "MemberShapes",
     "Observables",
     "Quadrature",
+    "Shape",
+    "embed",
     "initial_weights",
+    "padded_widths",
+    "padding_waste",
     "preprocessing",
+    "shape_classes",
     "sum_rule_quadrature",
     "take_members",
+    "unembed",
 ]

@@ -15,6 +15,7 @@ from hyperscan.model._chi2_plan import TRAINING, whitening
 from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import forward, network_features
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+from hyperscan.model._shapes import MemberShapes
 
 # Sum rules: ∫V = 3, ∫V3 = 1, ∫V8 = 3 (number of valence quarks), momentum ∫x(Σ + g) = 1.
 VALENCE_SUM_RULES = {"V": 3.0, "V3": 1.0, "V8": 3.0}
@@ -76,7 +77,7 @@ class EnsembleModel:
     # scatter indices name members.
     member_axis: ClassVar[MemberAxis] = MemberAxis(
         {"alpha": 0, "beta": 0, "points_per_category": 0, "_preprocessing": 0, "_data": 0},
-        nested=("_whitening",),
+        nested=("_whitening", "shapes"),
         then="_members_taken",
     )
 
@@ -87,9 +88,12 @@ class EnsembleModel:
         activations: Sequence[str],
         dtype: tf.DType = tf.float64,
         quadrature: Quadrature | None = None,
+        shapes: MemberShapes | None = None,
     ) -> None:
         self.problem = problem
         self.activations = tuple(activations)
+        # Members of different architectures padded to one (None: all share one).
+        self.shapes = shapes
         self.dtype = dtype
         self.n_members = members.n_members
         self.alpha, self.beta = members.alpha, members.beta
@@ -195,7 +199,7 @@ class EnsembleModel:
         (M, n_x + I, 8), normalised by the sum rules on the I quadrature nodes after them:
         (M, n_x, 8). One function for training and output, so the exported PDF is the
         trained one."""
-        raw = forward(params, features, self.activations) * prep
+        raw = forward(params, features, self.activations, self.shapes) * prep
         norm = self._sum_rule_factors(raw[:, n_x:, :])
         return raw[:, :n_x, :] * norm[:, None, :]
 

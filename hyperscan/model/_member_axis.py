@@ -26,7 +26,7 @@ class MemberAxis:
     """The attributes of a class that carry the member axis.
 
     arrays: attribute name → the axis of its members, for numpy arrays and TF tensors.
-    nested: attributes holding objects (or tuples of objects) that declare their own.
+    nested: attributes holding objects (or tuples of objects, or None) that declare their own.
     then: a method of the copy to call with the members taken, for what derives from the
         taken arrays (so no caller reaches into the copy's private state).
     """
@@ -43,6 +43,8 @@ def take_members(obj: T, members: np.ndarray) -> T:
     Raises TypeError for an object that declares nothing (``member_axis`` missing), so that a
     new kind of plan segment cannot be passed over unnoticed.
     """
+    if obj is None:  # an optional part that is absent stays absent
+        return None
     if isinstance(obj, tuple | list):
         return type(obj)(take_members(item, members) for item in obj)
     declared = getattr(type(obj), "member_axis", None)

@@ -604,6 +604,15 @@ class TrainingSection(_Section):
     """Drop stopped members from the batch at a sync, once the steps it saves pay for tracing the
     smaller loop (docs/architecture.md); the fit's results are unchanged.
     """
+    max_padding_waste: Annotated[Float, Field(ge=0.0, le=1.0)] = 0.85
+    """Members of different architectures share one model padded to their widest layers
+    (docs/architecture.md); padding waste is the fraction of that model's multiply-adds,
+    1 − Σ member cost / (members × padded cost) with cost Σ fan_in·fan_out, that compute nothing
+    a member uses. Past this fraction the fit splits the members into shape classes, each its
+    own batched model, fitted one after the other; the results are the same either way. The
+    default keeps dis-nlo-scan.yml's space (80% waste) in one model: its step is no slower
+    than that of the shape classes at 0.5 (docs/performance.md), which compile a loop each.
+    """
     threads: Annotated[Int, Field(ge=1, le=MAX_THREADS)] | None = None
     """CPU threads for TensorFlow (null: all cores); scan workers use it unless started with
     `--threads`. Training is chaotic enough that the summation order a thread count implies shows
