@@ -130,9 +130,9 @@ def test_an_interrupted_fit_does_not_call_a_finished_member_interrupted(cards):
 def test_members_must_share_what_one_model_shares(cards, make_card):
     base, members = cards
     other = make_card(**{**BASE, "replicas": [1]}, training={"steps_per_call": 10})
-    with pytest.raises(ValueError, match="'training'"):
-        trainer_settings(base, [other, *members[1:]])
-    with pytest.raises(ValueError, match="4 member runcards for 5 members"):
+    with pytest.raises(ValueError, match="member 0: its runcard's 'training' differs"):
+        run_fit(base, member_runcards=[other, *members[1:]])
+    with pytest.raises(ValueError, match=r"one member runcard per member \(5\), got 4"):
         run_fit(base, member_runcards=members[:4])
 
 

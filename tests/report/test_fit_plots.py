@@ -109,7 +109,7 @@ def _truth_lines(figure):
 
 def test_closure_truth_is_drawn(fitdir):
     fit = load_fit(fitdir)
-    assert fit.closure == {"size": "tiny", "level": 1, "seed": 0}
+    assert fit.closure == {"size": "tiny", "level": 1, "seed": 0, "fits": 1}
     with style():
         overview = pdf_overview_figure(fit)
         lines = _truth_lines(overview)
