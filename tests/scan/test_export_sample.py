@@ -34,28 +34,34 @@ VALUES = [0.5, 0.1, 0.9, 0.3, 0.2, 0.05, 0.8, None, 0.15, 0.6]
 TRASHED, FAILED = 5, 7
 
 
-@pytest.fixture
-def study(tmp_path: Path) -> tuple[str, Path]:
-    """A study of 10 finished trials on a journal file, of 4 replicas each."""
+def told_study(tmp_path: Path, card: dict[str, Any], values: list[float | None]) -> str:
+    """Study 's' of `card` on a journal file, a trial drawn from its space for each value and
+    told it (None: failed; trial number TRASHED: trashed); its storage URL."""
     url = str(tmp_path / "scan.journal")
-    card = scan_card(scan={"trials": 20, "replicas": 4, "space": SPACE})
     path = write_card(tmp_path / "scan.yml", card)
     create(path, url, "s")
     space = load_scan_runcard(path).scan.space
     optuna_study = load_study(open_storage(url), "s")
     with warnings.catch_warnings():  # trials asked for by hand: no heartbeat
         warnings.simplefilter("ignore", UserWarning)
-        for number, value in enumerate(VALUES):
+        for number, value in enumerate(values):
             trial = optuna_study.ask()
             space.suggest(trial)
             if number == TRASHED:
                 trial.set_user_attr(TRASHED_ATTR, "a rule broken together")
                 optuna_study.tell(trial, state=TrialState.PRUNED)
-            elif number == FAILED:
+            elif value is None:
                 optuna_study.tell(trial, state=TrialState.FAIL)
             else:
                 optuna_study.tell(trial, value)
-    return url, tmp_path
+    return url
+
+
+@pytest.fixture
+def study(tmp_path: Path) -> tuple[str, Path]:
+    """A study of 10 finished trials on a journal file, of 4 replicas each."""
+    card = scan_card(scan={"trials": 20, "replicas": 4, "space": SPACE})
+    return told_study(tmp_path, card, VALUES), tmp_path
 
 
 def sample(url: str, out: Path, *args: Any) -> Any:
@@ -213,21 +219,11 @@ def test_a_sampled_ensemble_fits_in_one_model_as_its_members_alone(tmp_path):
     """`hyperscan fit` of an exported --sample runcard fits every replica with its trial's
     methodology in one batched model: each member's χ² equals that trial's runcard fitted for
     that replica alone (float64: to 1e-6), and results.json names each member's trial."""
-    url = str(tmp_path / "scan.journal")
     card = scan_card(
         scan={"trials": 20, "replicas": 1, "space": MIXED_SPACE},
         training={"precision": "float64", "jit": False, "steps_per_call": 20},
     )
-    path = write_card(tmp_path / "scan.yml", card)
-    create(path, url, "s")
-    space = load_scan_runcard(path).scan.space
-    optuna_study = load_study(open_storage(url), "s")
-    with warnings.catch_warnings():  # trials asked for by hand: no heartbeat
-        warnings.simplefilter("ignore", UserWarning)
-        for value in (0.3, 0.1, 0.2, 0.4):
-            trial = optuna_study.ask()
-            space.suggest(trial)
-            optuna_study.tell(trial, value)
+    url = told_study(tmp_path, card, [0.3, 0.1, 0.2, 0.4])
     out = tmp_path / "ensemble.yml"
     drawn = sample(url, out, "--sample", 3, "--override", "replicas=5", "--seed", 4)
     assert drawn.exit_code == 0, drawn.output
