@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -68,6 +70,19 @@ def test_a_heterogeneous_batch_equals_each_member_fitted_alone(make_card):
     widths = MemberShapes.of([architecture_shape(c) for c in cards]).widths
     assert widths == (10, 12, 8)
     assert len({r.batch for r in result.history}) == 1  # one model, no shape classes
+    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6)
+
+
+def test_a_compacted_heterogeneous_batch_equals_each_member_fitted_alone(make_card):
+    """Members leaving a padded batch take their shapes (activations, skips, gradient mask)
+    with them: compacted at every sync that can shrink it, the fit still equals the separate
+    fits. Two members have their own, fewer epochs, so that the batch can shrink."""
+    base, cards = _cards(make_card, waste=1.0)
+    cards[1:3] = [card.model_copy(update={"epochs": 60}) for card in cards[1:3]]
+    settings = dataclasses.replace(trainer_settings(base, cards), compaction_cost=0.0)
+    result = run_fit(base, member_runcards=cards, settings=settings)
+    assert min(report.batch for report in result.history) < len(cards)
+    widths = MemberShapes.of([architecture_shape(c) for c in cards]).widths
     _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6)
 
 
