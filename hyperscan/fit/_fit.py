@@ -153,7 +153,7 @@ def build_ensemble(
     problem = problem if problem is not None else load_problem(runcard)
     specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
     cards = checked_member_runcards(runcard, member_runcards, specs)
-    model, params = _ensemble(runcard, problem, specs, cards)
+    model, params = _ensemble(runcard, problem, specs, cards, level1_data(runcard, problem))
     return model, specs, params
 
 
@@ -186,8 +186,9 @@ def _ensemble(
     problem: Problem,
     specs: Sequence[MemberSpec],
     cards: Sequence[FitRuncard] | None,
+    level1: np.ndarray,
 ) -> tuple[EnsembleModel, list[np.ndarray]]:
-    inputs, params = build_members(runcard, problem, specs, cards)
+    inputs, params = build_members(runcard, problem, specs, cards, level1)
     dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
     shapes = None if cards is None else member_shapes(cards)
     # Members of one architecture, whether the base runcard's or not, need no padding.
@@ -220,18 +221,22 @@ def run_fit(
     problem = problem if problem is not None else load_problem(runcard)
     specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
     cards = checked_member_runcards(runcard, member_runcards, specs)
+    level1 = level1_data(runcard, problem)  # once: each extra level-1 fit loads the data
     classes = [np.arange(len(specs))]
     if cards is not None:
         shapes = [architecture_shape(card) for card in cards]
         classes = shape_classes(shapes, runcard.training.max_padding_waste)
     if len(classes) == 1:
-        return _fit(runcard, problem, specs, cards, on_sync, settings, initial_params, started)
+        return _fit(
+            runcard, problem, level1, specs, cards, on_sync, settings, initial_params, started
+        )
     if initial_params is not None:
         raise ValueError("initial_params are for one model: not with several shape classes")
     parts = [
         _fit(
             runcard,
             problem,
+            level1,
             [specs[m] for m in members],
             [cards[m] for m in members],
             on_sync,
@@ -247,6 +252,7 @@ def run_fit(
 def _fit(
     runcard: FitRuncard,
     problem: Problem,
+    level1: np.ndarray,
     specs: Sequence[MemberSpec],
     cards: Sequence[FitRuncard] | None,
     on_sync: Callable[[SyncReport], bool | None] | None,
@@ -254,8 +260,8 @@ def _fit(
     initial_params: Sequence[np.ndarray] | None,
     started: float,
 ) -> FitResult:
-    """The fit of `specs` in one model."""
-    model, params = _ensemble(runcard, problem, specs, cards)
+    """The fit of `specs` in one model; `level1` is the runcard's `level1_data`."""
+    model, params = _ensemble(runcard, problem, specs, cards, level1)
     dtype = model.dtype
     settings = settings or trainer_settings(runcard, len(specs) if cards is None else cards)
     if initial_params is not None:
@@ -272,7 +278,7 @@ def _fit(
     chi2 = observables.chi2.numpy() / np.maximum(points, 1)
     status = member_status(outcome.status, outcome.best_step, outcome.interrupted)
     predictions = model.predictions(final).numpy()
-    centrals = level1_data(runcard, problem)[[s.level1 for s in specs]]
+    centrals = level1[[s.level1 for s in specs]]
     experimental, per_dataset = experimental_chi2(problem, predictions, centrals)
     pdf_x = output_xgrid()
     return FitResult(

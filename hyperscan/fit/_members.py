@@ -55,6 +55,7 @@ def build_members(
     problem: Problem,
     specs: Sequence[MemberSpec],
     member_runcards: Sequence[FitRuncard] | None = None,
+    level1: np.ndarray | None = None,
 ) -> tuple[MemberInputs, list[np.ndarray]]:
     """Member inputs and stacked initial weights (M, ...) for the given member specs.
 
@@ -62,12 +63,14 @@ def build_members(
     is the same whether it is fitted alone or in an ensemble of any size. With
     `member_runcards` (one per spec), each member's seeds, preprocessing ranges, initializer
     and widths are its own runcard's, and members of different architectures are embedded in
-    the padded widths of `member_shapes` (model/_shapes.py).
+    the padded widths of `member_shapes` (model/_shapes.py). `level1`: the runcard's
+    `level1_data`, when the caller has it (each extra level-1 fit is a load of the data).
     """
     cards = list(member_runcards) if member_runcards is not None else [runcard] * len(specs)
     shapes = member_shapes(cards)
     names = [d.name for d in problem.datasets]
-    level1 = level1_data(runcard, problem)  # (fits, N) each level-1 fit's central data
+    if level1 is None:
+        level1 = level1_data(runcard, problem)  # (fits, N) each level-1 fit's central data
     data, categories, alphas, betas, weights = [], [], [], [], []
     for spec, card in zip(specs, cards, strict=True):
         seeds = card.seeds
