@@ -80,11 +80,19 @@ class TrialBatch:
     """P slots of one scan's trials, fitted in one compiled model; a slot freed at a sync is
     refilled with another trial without recompiling.
 
-    `runcard` is the scan's base fit runcard: every trial's runcard shares its data, training,
-    divergence, folds and replicas (what one model shares).
+    `runcard` is the fit runcard every trial of the scan starts from (`ScanRuncard.trial_base`):
+    every trial's runcard shares its data, training, divergence, folds and replicas (what one
+    model shares). `reserve`: trial runcards whose architectures and optimisers the model
+    makes room for from the start (`Space.widest`), so that no later trial needs it rebuilt.
     """
 
-    def __init__(self, runcard: FitRuncard, problem: Problem, slots: int) -> None:
+    def __init__(
+        self,
+        runcard: FitRuncard,
+        problem: Problem,
+        slots: int,
+        reserve: Sequence[FitRuncard] = (),
+    ) -> None:
         if slots < 1:
             raise ValueError(f"a trial batch needs at least one slot, not {slots}")
         self._runcard = runcard
@@ -96,6 +104,8 @@ class TrialBatch:
         self._model: EnsembleModel | None = None
         self._trainer: Trainer | None = None
         self._kinds: tuple[str, ...] = ()
+        self._reserve = [architecture_shape(card) for card in reserve]
+        self._reserved_kinds = {card.optimizer.name for card in reserve}
         #: How many times the model was built (and its loop traced and compiled): once,
         #: unless a trial needed wider rows, another activation or another optimiser.
         self.builds = 0
@@ -220,7 +230,7 @@ class TrialBatch:
         """A model and loop for the slots in flight and `new`, wide enough for all of them
         and for the rows before; the trials in flight carry their state over."""
         slots = [slot for slot in self._slots if slot is not None] + [new]
-        shapes = [slot.shape for slot in slots]
+        shapes = [slot.shape for slot in slots] + self._reserve
         if self._model is not None:
             shapes.append(_widest(self._model.shapes.widths))
             names = set(self._model.shapes.names)
@@ -228,7 +238,8 @@ class TrialBatch:
             names = set()
         widths = padded_widths(shapes)
         names = tuple(sorted(names | {a for s in shapes for a in s.activations}))
-        self._kinds = tuple(sorted(set(self._kinds) | {s.card.optimizer.name for s in slots}))
+        kinds = {s.card.optimizer.name for s in slots} | self._reserved_kinds
+        self._kinds = tuple(sorted(set(self._kinds) | kinds))
         by_row = {}  # row → (slot, member)
         for slot in slots:
             for member, row in enumerate(slot.rows):
