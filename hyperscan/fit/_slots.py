@@ -19,6 +19,7 @@ A trial's members never couple with another trial's, so each trial's result is w
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -319,19 +320,31 @@ def _carry_over(old: Trainer, new: Trainer, rows: np.ndarray) -> None:
 
 def auto_slots(runcard: FitRuncard, problem: Problem) -> int:
     """`--slots auto`: as many slots as keep the batch near AUTO_ROWS members for the device
-    (where a step's cost per member stops falling) and its state within AUTO_MEMORY_SHARE
-    of the device's memory."""
-    gpus = tf.config.list_logical_devices("GPU")
+    (where a step's cost per member stops falling), within `max_slots`."""
+    gpu = bool(tf.config.list_logical_devices("GPU"))
     members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
-    slots = max(1, AUTO_ROWS["GPU" if gpus else "CPU"] // members)
-    memory = _device_memory(bool(gpus))
+    return max(1, min(AUTO_ROWS["GPU" if gpu else "CPU"] // members, max_slots(runcard, problem)))
+
+
+def max_slots(runcard: FitRuncard, problem: Problem) -> int:
+    """The most slots whose state stays within AUTO_MEMORY_SHARE of the device's memory (0:
+    not even one trial)."""
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
     per_trial = members * _member_bytes(runcard, problem)
-    return max(1, min(slots, int(AUTO_MEMORY_SHARE * memory // per_trial)))
+    return int(AUTO_MEMORY_SHARE * _device_memory(gpu) // per_trial)
 
 
 def _device_memory(gpu: bool) -> float:
+    """The device's memory in bytes: the first GPU's as nvidia-smi reports it (16 GiB if it
+    cannot be read), or the host's."""
     if gpu:
-        return float(tf.config.experimental.get_memory_info("GPU:0")["peak"] or 0) or 16e9
+        try:
+            query = ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+            out = subprocess.run(query, capture_output=True, text=True, check=True, timeout=10)
+            return float(out.stdout.split()[0]) * 2**20
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return 16.0 * 2**30
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 

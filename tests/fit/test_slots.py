@@ -129,3 +129,19 @@ def test_a_trial_of_another_split_is_refused():
     batch = TrialBatch(TRIALS[0], problem, slots=2)
     with pytest.raises(ValueError, match="'data' differs"):
         batch.place("other", card(data={"training_fraction": 0.5}))
+
+
+def test_auto_slots_aim_at_the_device_s_rows_within_its_memory(monkeypatch):
+    from hyperscan.fit import _slots, auto_slots, max_slots
+
+    problem = load_problem(TRIALS[0])
+    members = 2  # replicas 1 and 2, no folds
+    assert auto_slots(TRIALS[0], problem) == _slots.AUTO_ROWS["CPU"] // members
+    trial_bytes = members * _slots._member_bytes(TRIALS[0], problem)
+    share = _slots.AUTO_MEMORY_SHARE
+    monkeypatch.setattr(_slots, "_device_memory", lambda gpu: 2.5 * trial_bytes / share)
+    assert max_slots(TRIALS[0], problem) == 2
+    assert auto_slots(TRIALS[0], problem) == 2
+    monkeypatch.setattr(_slots, "_device_memory", lambda gpu: 1.0)
+    assert max_slots(TRIALS[0], problem) == 0
+    assert auto_slots(TRIALS[0], problem) == 1
