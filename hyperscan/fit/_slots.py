@@ -105,6 +105,8 @@ class TrialBatch:
         self._model: EnsembleModel | None = None
         self._trainer: Trainer | None = None
         self._kinds: tuple[str, ...] = ()
+        # The first trial's own model: every later trial's shares its constants and χ² plan.
+        self._template: EnsembleModel | None = None
         self._reserve = [architecture_shape(card) for card in reserve]
         self._reserved_kinds = {card.optimizer.name for card in reserve}
         #: How many times the model was built (and its loop traced and compiled): once,
@@ -143,7 +145,9 @@ class TrialBatch:
         started = time.perf_counter()
         inputs, params = build_members(card, self._problem, specs, None, self._level1)
         activations = card.architecture.activations
-        model = EnsembleModel(self._problem, inputs, activations, dtype=self._dtype)
+        if self._template is None:
+            self._template = EnsembleModel(self._problem, inputs, activations, dtype=self._dtype)
+        model = self._template.with_inputs(inputs, activations)
         settings = trainer_settings(card, len(specs))
         params, redraws = usable_starts(card, model, specs, params, settings)
         index = free[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -153,6 +154,20 @@ class EnsembleModel:
         member's χ² is computed the same way (same factors, same padding) in either batch.
         """
         return take_members(self, members)
+
+    def with_inputs(self, members: MemberInputs, activations: Sequence[str]) -> EnsembleModel:
+        """A model of other members of the same split (same categories, so the same χ² plan)
+        and architecture kind, sharing this one's constants: each trial of a trial batch gets
+        its own model for its starts and results without planning its χ² again (fit/_slots.py)."""
+        if self.shapes is not None or not np.array_equal(self._categories, members.categories):
+            raise ValueError("other members need this model's split, unpadded")
+        model = copy.copy(self)
+        model.activations = tuple(activations)
+        model.alpha, model.beta = members.alpha, members.beta
+        model._data = self._constant(members.data)
+        x_all = np.concatenate([self.xgrid, self._quadrature.x])
+        model._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
+        return model
 
     def refillable(self) -> EnsembleModel:
         """This model with what differs between members of one split (pseudodata,
