@@ -247,7 +247,6 @@ def report(n3fit: list[dict], hyperscan: list[dict]) -> dict:
         ("bias", "{:.4f}"),
         ("variance", "{:.4f}"),
         ("chi2_data_truth", "{:.3f}"),
-        ("chi2_central_truth", "{:.4f}"),
         ("chi2_central_data", "{:.3f}"),
         ("chi2_training", "{:.3f}"),
         ("chi2_validation", "{:.3f}"),
@@ -258,6 +257,10 @@ def report(n3fit: list[dict], hyperscan: list[dict]) -> dict:
     for key, form in per_fit_rows:
         cells = [", ".join(form.format(f[key]) for f in fits) for fits in sides.values()]
         print(f"  {key:34}" + "".join(f"{c:>26}" for c in cells))
+    print(
+        "  (n3fit trains its replicas in one model until the last one has stopped: its stop "
+        "epoch, and so ran_out_of_epochs, is the model's; the best epochs are each replica's)"
+    )
     for name, fits in sides.items():
         quantiles = "; ".join(str(f["best_epoch_quantiles"]) for f in fits)
         print(f"  best epochs (0/25/50/75/100 %), {name}: {quantiles}")
