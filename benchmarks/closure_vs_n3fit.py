@@ -140,11 +140,6 @@ def n3fit_predictions(problem: Problem, replicas: list[dict]) -> np.ndarray:
 # The two sides
 
 
-def chi2_per_point(problem: Problem, a: np.ndarray, b: np.ndarray) -> float:
-    z = np.linalg.solve(problem.cholesky, a - b)
-    return float(z @ z / problem.n_data)
-
-
 def n3fit_side(args: argparse.Namespace, work: Path, problem: Problem) -> list[dict]:
     """Runs (or, with --from-dir, reads) n3fit's F level-1 fits; each fit's estimators."""
     manifest = {
@@ -185,9 +180,9 @@ def n3fit_side(args: argparse.Namespace, work: Path, problem: Problem) -> list[d
                 "ran_out_of_epochs": sum(r["stop_epoch"] >= args.epochs - 1 for r in replicas),
                 "chi2_training": float(np.mean([r["erf_tr"] for r in replicas])),
                 "chi2_validation": float(np.mean([r["erf_vl"] for r in replicas])),
-                "chi2_data_truth": chi2_per_point(problem, data, problem.truth),
-                "chi2_central_data": chi2_per_point(problem, mean, data),
-                "chi2_central_truth": chi2_per_point(problem, mean, problem.truth),
+                "chi2_data_truth": closure_real._chi2(problem, data, problem.truth),
+                "chi2_central_data": closure_real._chi2(problem, mean, data),
+                "chi2_central_truth": closure_real._chi2(problem, mean, problem.truth),
             }
         )
     return fits
