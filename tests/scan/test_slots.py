@@ -38,7 +38,7 @@ from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
-from hyperscan.scan.storage import load_study
+from hyperscan.scan.storage import fail_stale_trials, load_study
 
 SLOTS = 3
 SLOTS_ARGS = ("--slots", str(SLOTS))
@@ -184,15 +184,21 @@ def _running(study: optuna.Study, worker: Worker, count: int) -> list[FrozenTria
 
 
 def test_sigterm_requeues_every_trial_in_flight(url, tmp_path, workers):
-    """SIGTERM with 3 trials in flight: each ends at its next sync, is failed and queued
-    again with its values (`retry_of`), and the worker exits 0: none lost, none RUNNING."""
+    """Past the grace period, every trial in flight still beats: another worker's check fails
+    none. Then SIGTERM: each ends at its next sync, is failed and queued again with its values
+    (`retry_of`), and the worker exits 0: none lost, none RUNNING."""
     card = long_card(epochs=200_000)
     card["scan"]["trials"] = SLOTS
     create(write_card(tmp_path / "scan.yml", card), url, "term")
-    study = load_study(open_storage(url), "term")
+    storage = open_storage(url, heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD)
+    study = load_study(storage, "term")
 
     worker = workers(url, "term", *SLOTS_ARGS)
     in_flight = _running(study, worker, SLOTS)
+    time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL + 0.5)
+    fail_stale_trials(study, requeue=True)  # what another worker does before it asks
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    assert sorted(t.number for t in running) == sorted(t.number for t in in_flight)
     signalled = time.monotonic()
     worker.process.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=60) == 0, worker.logs()
