@@ -5,6 +5,7 @@ and a signal or a kill -9 loses none of the trials in flight."""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -15,6 +16,7 @@ from typing import Any
 
 import optuna
 import pytest
+import sqlalchemy
 from _service import (
     ADAM,
     DIVERGENCE_REASON,
@@ -32,10 +34,11 @@ from _service import (
     write_card,
 )
 from _waiting import wait_for
+from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import open_storage
+from hyperscan.scan import _worker, open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
 from hyperscan.scan.storage import fail_stale_trials, load_study
@@ -102,7 +105,7 @@ def test_each_packed_trial_equals_it_fitted_alone(tmp_path):
     while others train."""
     space = {"optimizer": SGD_DIVERGING | ADAM, "parameters": {"epochs": {"choices": [100, 200]}}}
     card = scan_card(
-        scan={"trials": 5, "space": space},
+        scan={"trials": 5, "space": space, "pruner": {"name": "none", "report_every": 1}},
         training={"precision": "float64", "jit": False, "steps_per_call": 50},
     )
     storage = open_storage(str(tmp_path / "s.journal"), create=True)
@@ -130,6 +133,7 @@ def test_each_packed_trial_equals_it_fitted_alone(tmp_path):
         assert b.state == a.state, b.number
         assert b.values == _approx(a.values), b.number
         assert b.intermediate_values == _approx(a.intermediate_values), b.number
+        assert a.intermediate_values or a.number == 2  # a report per sync, but a trashed one's
         assert _found(b) == _approx(_found(a)), b.number
 
 
@@ -274,3 +278,83 @@ def test_auto_slots_are_said_in_the_first_line(tmp_path):
     first, *rest = result.stdout.splitlines()
     assert re.search(r", [1-9]\d* trial slots? \(auto\)$", first), first
     assert rest == ["worker done: 0 trials, budget reached"]
+
+
+def _dropped_connection() -> StorageInternalError:
+    """What Optuna raises when the database goes away under a write."""
+    try:
+        raise sqlalchemy.exc.OperationalError(
+            "UPDATE trials", {}, Exception("server closed the connection unexpectedly")
+        )
+    except sqlalchemy.exc.OperationalError as cause:
+        try:
+            raise StorageInternalError("An exception is raised during the commit.") from cause
+        except StorageInternalError as error:
+            return error
+
+
+def _short_storage(path: Path, **options: Any) -> Any:
+    return open_storage(
+        str(path), heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD, **options
+    )
+
+
+def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch, caplog):
+    """The storage goes away as a packed trial is told: the worker waits, fails and re-queues
+    that trial at once, its neighbours go on, and the budget is met."""
+    create_study(
+        scan_runcard_from_dict(scan_card()), _short_storage(tmp_path / "s.j", create=True), "o"
+    )
+    storage = _short_storage(tmp_path / "s.j")
+    write = storage.set_trial_state_values
+    outages = []
+
+    def fails_once(trial_id, state, values=None):
+        if state == TrialState.COMPLETE and not outages:
+            outages.append(trial_id)
+            raise _dropped_connection()
+        return write(trial_id, state, values)
+
+    monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
+    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("o", storage, slots=SLOTS)
+    assert report.budget_reached and outages
+    trials = load_study(storage, "o").get_trials()
+    assert len(by_state(trials, TrialState.COMPLETE)) == 4
+    (cut,) = by_state(trials, TrialState.FAIL)
+    (retry,) = [t for t in trials if t.system_attrs.get("retry_history") == [cut.number]]
+    assert retry.params == cut.params and retry.state == TrialState.COMPLETE
+    assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
+    assert "server closed the connection unexpectedly" in caplog.text
+    assert "was cut short by a storage error: failed, re-queued" in caplog.text
+    assert "sent no heartbeat" not in caplog.text
+
+
+def test_a_packed_trial_failed_as_stale_elsewhere_is_dropped(tmp_path, monkeypatch, caplog):
+    """Another worker fails a packed trial as stale mid-fit (its heartbeat came late) and
+    re-queues it: this worker drops that trial at its next report, goes on with the others,
+    and takes the re-queued copy."""
+    card = scan_card(scan={"pruner": {"name": "none", "report_every": 1}})  # a report per sync
+    create_study(scan_runcard_from_dict(card), _short_storage(tmp_path / "s.j", create=True), "s")
+    storage = _short_storage(tmp_path / "s.j")
+    report = optuna.Trial.report
+    overtaken = []
+
+    def report_after_another_worker_failed_it(trial, value, step):
+        if not overtaken:
+            overtaken.append(trial.number)
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            requeue = storage.get_heartbeat_stale_trial_callback()
+            requeue(trial.study, storage.get_trial(trial._trial_id))
+        return report(trial, value, step)
+
+    monkeypatch.setattr(optuna.Trial, "report", report_after_another_worker_failed_it)
+    with caplog.at_level(logging.WARNING):
+        result = run_worker("s", storage, slots=SLOTS)
+    assert result.budget_reached and result.trials == 5  # 4 told, 1 dropped
+    trials = load_study(storage, "s").get_trials()
+    (failed,) = by_state(trials, TrialState.FAIL)
+    assert failed.number == overtaken[0]
+    assert len(by_state(trials, TrialState.COMPLETE)) == 4
+    assert "trial result dropped: another worker failed the trial as stale" in caplog.text
