@@ -172,6 +172,32 @@ def test_pruning_and_trash_are_per_trial(tmp_path):
         assert math.isfinite(trial.value)  # the last report, as Optuna tells a pruned trial
 
 
+def test_a_trial_trashed_before_its_fit_takes_no_slot(tmp_path):
+    """Drawn values that break the runcard together trash their trial as it is taken; the
+    worker fills the slot with the next trial."""
+    ranges = {
+        "positivity.initial": {"low": 500, "high": 1.0e5},
+        "positivity.max": {"low": 1000, "high": 1.0e6},
+    }
+    card = scan_card(scan={"trials": 4, "space": {"parameters": ranges}})
+    storage = open_storage(str(tmp_path / "s.journal"), create=True)
+    study, _ = create_study(scan_runcard_from_dict(card), storage, "combo")
+    for initial, most in ((1000, 1e5), (5e4, 2000), (2000, 1e5), (3000, 1e5)):
+        study.enqueue_trial({"positivity.initial": initial, "positivity.max": most})
+    report = run_worker("combo", storage, slots=SLOTS)
+    assert report.trials == 4 and report.budget_reached
+    trials = load_study(storage, "combo").get_trials()
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED] + [
+        TrialState.COMPLETE
+    ] * 2
+    reason = trials[1].user_attrs["trashed"]
+    assert reason.startswith("the drawn values make no valid fit runcard: ")
+    assert "fit" not in trials[1].user_attrs  # never fitted
+    # the three valid trials were fitted together: none started after another ended
+    starts = [trials[k].datetime_start for k in (0, 2, 3)]
+    assert max(starts) < min(trials[k].datetime_complete for k in (0, 2, 3))
+
+
 def _running(study: optuna.Study, worker: Worker, count: int) -> list[FrozenTrial]:
     """``count`` trials of ``worker`` running, each once its fit is under way (it reported)."""
 
