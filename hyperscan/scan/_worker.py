@@ -137,7 +137,9 @@ def run_worker(
     passes what it read as `setup`, so the runcard is not parsed twice.
 
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
-    to end in the time left (see :func:`expected_trial_seconds`).
+    to end in the time left (see :func:`expected_trial_seconds`). With slots, so is every trial
+    a freed slot takes (its expected time measured on trials fitted with others), so the worker
+    ends with its longest slot, within the walltime.
 
     `on_start` is told of each trial and its drawn values as its fit starts, `on_trial` of each
     trial as it ends.
@@ -272,7 +274,7 @@ def run_worker(
                 )
 
             def told(trial: optuna.trial.FrozenTrial) -> bool:
-                return budget_spent() | ended(trial)
+                return ended(trial) | budget_spent()  # counted first, whatever the storage
 
             spent = run_slots(
                 study,
