@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
+    from hyperscan.fit._slots import TrialBatch, auto_slots
     from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
 
 _TENSORFLOW = {
@@ -64,6 +65,8 @@ _TENSORFLOW = {
     "OPTIMIZERS": "_optimizers",
     "make_optimizer": "_optimizers",
     "ProgressBar": "_progress",
+    "TrialBatch": "_slots",
+    "auto_slots": "_slots",
     "SyncReport": "_trainer",
     "Trainer": "_trainer",
     "TrainerSettings": "_trainer",
@@ -96,6 +99,8 @@ __all__ = [
     "Trainer",
     "TrainerSettings",
     "TrainingOutcome",
+    "TrialBatch",
+    "auto_slots",
     "build_ensemble",
     "build_members",
     "fit_runcard",

@@ -31,6 +31,7 @@ from hyperscan.fit._trainer import (
     SyncReport,
     Trainer,
     TrainerSettings,
+    TrainingOutcome,
 )
 from hyperscan.model import (
     HELD_OUT,
@@ -262,7 +263,6 @@ def _fit(
 ) -> FitResult:
     """The fit of `specs` in one model; `level1` is the runcard's `level1_data`."""
     model, params = _ensemble(runcard, problem, specs, cards, level1)
-    dtype = model.dtype
     settings = settings or trainer_settings(runcard, len(specs) if cards is None else cards)
     if initial_params is not None:
         params, redraws = list(initial_params), np.zeros(len(specs), dtype=np.int64)
@@ -271,7 +271,22 @@ def _fit(
     training_started = time.perf_counter()
     outcome = Trainer(model, settings, params).run(on_sync)
     training_seconds = time.perf_counter() - training_started
+    return fit_result(model, problem, level1, specs, outcome, redraws, started, training_seconds)
 
+
+def fit_result(
+    model: EnsembleModel,
+    problem: Problem,
+    level1: np.ndarray,
+    specs: Sequence[MemberSpec],
+    outcome: TrainingOutcome,
+    redraws: np.ndarray,
+    started: float,
+    training_seconds: float,
+) -> FitResult:
+    """The FitResult of `specs`, fitted in `model`, from the training's outcome: their
+    χ², predictions and PDFs at their best weights."""
+    dtype = model.dtype
     final = [tf.constant(p, dtype) for p in outcome.params]
     observables = model.observables(final)
     points = model.points_per_category

@@ -134,14 +134,16 @@ class Trainer:
         model: EnsembleModel,
         settings: TrainerSettings,
         initial_params: Sequence[np.ndarray],
+        kinds: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.settings = settings = settings.for_members(model.n_members)
         dtype = model.dtype
-        # The optimiser kinds of all members, fixed for the fit so that the state's structure
-        # stays the same when the batch shrinks; one kind's state is that optimiser's, as
-        # before members could differ, several kinds' a dict of them by kind.
-        present = set(settings.optimizer.tolist())
+        # The optimiser kinds of all members and `kinds` (those members that `restart` may
+        # bring), fixed for the fit so that the state's structure stays the same when the
+        # batch shrinks; one kind's state is that optimiser's, as before members could
+        # differ, several kinds' a dict of them by kind.
+        present = set(settings.optimizer.tolist()) | set(kinds)
         self._optimizers = {kind: make_optimizer(kind) for kind in OPTIMIZERS if kind in present}
         self._shapes = [p.shape[1:] for p in initial_params]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
@@ -153,6 +155,9 @@ class Trainer:
         members = model.n_members
         initial_state = {
             "step": tf.constant(0, tf.int32),
+            # The step at which each member started: a trial batch (fit/_slots.py) starts a
+            # refilled slot's members mid-loop; every member counts its own steps from it.
+            "start": tf.zeros([members], tf.int32),
             "params": params,
             "optimizer": self._optimizer_init(params),
             "member_steps": tf.zeros([members], tf.int32),
@@ -179,21 +184,22 @@ class Trainer:
         self._members = members
         self._batch_model = self.model if everyone else self.model.select(members)
         self._batch_settings = self.settings if everyone else take_members(self.settings, members)
-        dtype = self.model.dtype
-        batch = self._batch_settings
-        self._lr = tf.constant(batch.learning_rate, dtype)
-        self._clipnorm = tf.constant(batch.clipnorm, dtype)
-        self._epochs = tf.constant(batch.epochs, tf.int32)
-        self._patience_steps = tf.constant(batch.patience_steps, tf.int32)
-        self._threshold_chi2 = tf.constant(batch.threshold_chi2, dtype)
-        self._positivity_threshold = tf.constant(batch.positivity_threshold, dtype)
-        self._lambda_factor = tf.constant(batch.lambda_factor, dtype)
-        self._load_kinds(batch.optimizer)
+        # The per-member settings are variables, as the state is: a trial batch gives a
+        # refilled slot's members their own without tracing the loop again.
+        self._settings = {
+            name: tf.Variable(_stored(tf.constant(value, kind)), trainable=False)
+            for name, value, kind in self._setting_values(self._batch_settings)
+        }
         # Members of different architectures: their padded and skipped parameters' gradients
         # are masked to exactly zero before clipping, so each member's clipping norm is its
         # unpadded one and, from zero gradients, every optimiser keeps those weights at zero.
         shapes = self._batch_model.shapes
-        self._gradient_mask = None if shapes is None else tf.constant(shapes.gradient_mask)
+        self._gradient_mask = (
+            None
+            if shapes is None
+            else tf.Variable(_stored(tf.constant(shapes.gradient_mask)), trainable=False)
+        )
+        dtype = self.model.dtype
         counts = self._batch_model.points_per_category
         self._has_validation = tf.constant(counts[:, VALIDATION] > 0)
         self._stopping_points = tf.constant(
@@ -213,6 +219,27 @@ class Trainer:
             self._steps, jit_compile=self.settings.jit, autograph=False
         )
         self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
+
+    def _setting_values(self, settings: TrainerSettings) -> list[tuple[str, np.ndarray, tf.DType]]:
+        """The loop's per-member settings: name, (M,) values, dtype in the loop."""
+        dtype = self.model.dtype
+        return [
+            ("learning_rate", settings.learning_rate, dtype),
+            ("clipnorm", settings.clipnorm, dtype),
+            ("epochs", settings.epochs, tf.int32),
+            ("patience_steps", settings.patience_steps, tf.int32),
+            ("threshold_chi2", settings.threshold_chi2, dtype),
+            ("positivity_threshold", settings.positivity_threshold, dtype),
+            ("lambda_factor", settings.lambda_factor, dtype),
+            *((kind, settings.optimizer == kind, tf.bool) for kind in self._optimizers),
+        ]
+
+    def _setting(self, name: str) -> tf.Tensor:
+        """A per-member setting as the loop reads it (counters and flags are stored int64)."""
+        value = self._settings[name]
+        if value.dtype != tf.int64:
+            return tf.convert_to_tensor(value)
+        return value != 0 if name in self._optimizers else tf.cast(value, tf.int32)
 
     def _split(self, flat: tf.Tensor) -> list[tf.Tensor]:
         """(M, P) → the model's [kernel, bias, ...], (M, ...) each."""
@@ -293,13 +320,6 @@ class Trainer:
             return next(iter(self._optimizers.values())).init([params])
         return {kind: optimizer.init([params]) for kind, optimizer in self._optimizers.items()}
 
-    def _load_kinds(self, kinds: np.ndarray) -> None:
-        """Which of the batch's members each optimiser kind updates (several kinds only)."""
-        if len(self._optimizers) > 1:
-            self._kind_masks = {
-                kind: tf.constant(kinds == kind) for kind in self._optimizers if kind in kinds
-            }
-
     def _update(
         self, params: tf.Tensor, grads: tf.Tensor, state: dict, steps: tf.Tensor
     ) -> tuple[tf.Tensor, dict]:
@@ -312,14 +332,16 @@ class Trainer:
         """
         if len(self._optimizers) == 1:
             optimizer = next(iter(self._optimizers.values()))
-            (new_params,), new_state = optimizer.update([params], [grads], state, steps, self._lr)
+            (new_params,), new_state = optimizer.update(
+                [params], [grads], state, steps, self._setting("learning_rate")
+            )
             return new_params, new_state
         new_params, new_state = params, dict(state)
-        for kind, mask in self._kind_masks.items():
-            (updated,), new_state[kind] = self._optimizers[kind].update(
-                [params], [grads], state[kind], steps, self._lr
+        for kind, optimizer in self._optimizers.items():
+            (updated,), new_state[kind] = optimizer.update(
+                [params], [grads], state[kind], steps, self._setting("learning_rate")
             )
-            new_params = tf.where(mask[:, None], updated, new_params)
+            new_params = tf.where(self._setting(kind)[:, None], updated, new_params)
         return new_params, new_state
 
     def _steps(self, n_steps: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -369,7 +391,7 @@ class Trainer:
             total = tf.reduce_sum(loss)
         grad = tape.gradient(total, params)
         if self._gradient_mask is not None:
-            grad = tf.where(self._gradient_mask, grad, tf.zeros_like(grad))
+            grad = tf.where(self._gradient_mask != 0, grad, tf.zeros_like(grad))
         norms = variable_norms(grad, self._columns)
         grad_finite = tf.reduce_all(tf.math.is_finite(norms), axis=1)
 
@@ -387,9 +409,9 @@ class Trainer:
         chi2 = observables.chi2
         validation = tf.where(self._has_validation, chi2[:, VALIDATION], chi2[:, TRAINING])
         positivity_ok = tf.reduce_all(
-            observables.positivity < self._positivity_threshold[:, None], axis=1
+            observables.positivity < self._setting("positivity_threshold")[:, None], axis=1
         )
-        below_threshold = validation / self._stopping_points < self._threshold_chi2
+        below_threshold = validation / self._stopping_points < self._setting("threshold_chi2")
         has_best = s["best_step"] >= 0  # once it has one, a member counts towards stopping
         improved = (
             alive & positivity_ok & (has_best | below_threshold) & (validation < s["best_val"])
@@ -399,9 +421,9 @@ class Trainer:
             0,
             tf.where(alive & has_best, s["since_best"] + 1, s["since_best"]),
         )
-        stopped = alive & (since_best > self._patience_steps)
+        stopped = alive & (since_best > self._setting("patience_steps"))
 
-        clipped = clip_per_variable(grad, norms, self._columns, self._clipnorm)
+        clipped = clip_per_variable(grad, norms, self._columns, self._setting("clipnorm"))
         new_params, new_optimizer = self._update(params, clipped, s["optimizer"], s["member_steps"])
         finite = tf.reduce_all(tf.math.is_finite(new_params), axis=1)
         reason = tf.where(alive & ~stopped & ~finite, 4, reason)
@@ -411,22 +433,27 @@ class Trainer:
         def keep(new, old):
             return tf.where(per_member(apply, new), new, old)
 
-        step = s["step"]
-        lambda_due = (step + 1) % LAMBDA_UPDATE_INTERVAL == 0
+        local = s["step"] - s["start"]  # each member's own step
+        lambda_due = (local + 1) % LAMBDA_UPDATE_INTERVAL == 0
         status = tf.where(diverged, DIVERGED, tf.where(stopped, STOPPED, s["status"]))
         # A member whose own epochs ran out is frozen as it would end fitted alone.
-        status = tf.where((status == RUNNING) & (step + 1 >= self._epochs), FINISHED, status)
+        status = tf.where(
+            (status == RUNNING) & (local + 1 >= self._setting("epochs")), FINISHED, status
+        )
         return {
-            "step": step + 1,
+            "step": s["step"] + 1,
+            "start": s["start"],
             "params": keep(new_params, params),
             "optimizer": tf.nest.map_structure(keep, new_optimizer, s["optimizer"]),
             "member_steps": s["member_steps"] + tf.cast(apply, tf.int32),
-            "lam": tf.where(apply & lambda_due, s["lam"] * self._lambda_factor, s["lam"]),
+            "lam": tf.where(
+                apply & lambda_due, s["lam"] * self._setting("lambda_factor"), s["lam"]
+            ),
             "status": status,
             "best_val": tf.where(improved, validation, s["best_val"]),
-            "best_step": tf.where(improved, step, s["best_step"]),
+            "best_step": tf.where(improved, local, s["best_step"]),
             "since_best": since_best,
-            "stop_step": tf.where(diverged | stopped, step, s["stop_step"]),
+            "stop_step": tf.where(diverged | stopped, local, s["stop_step"]),
             "divergence": tf.where(diverged, reason, s["divergence"]),
             "best_params": tf.where(improved[:, None], params, s["best_params"]),
             "chi2": tf.where(active[:, None], chi2, s["chi2"]),
@@ -458,20 +485,132 @@ class Trainer:
                 break
             if self._compaction_pays(report):
                 self.compact()
+        return self.outcome(np.arange(self.model.n_members), interrupted, history)
+
+    def outcome(
+        self, members: np.ndarray, interrupted: bool, history: list[SyncReport]
+    ) -> TrainingOutcome:
+        """The outcome of `members` (indices into the model's) as it stands: each member's
+        best weights restored, its steps counted from its start."""
         state = self._all_members()
-        best_step = state["best_step"]
+        best_step = state["best_step"][members]
         restore = best_step >= 0
-        best = np.where(restore[:, None], state["best_params"], state["params"])
+        best = np.where(restore[:, None], state["best_params"][members], state["params"][members])
         return TrainingOutcome(
             params=[p.numpy() for p in self._split(tf.constant(best))],
-            status=state["status"],
+            status=state["status"][members],
             best_step=best_step,
-            stop_step=state["stop_step"],
-            divergence=state["divergence"],
-            steps=int(state["step"]),
+            stop_step=state["stop_step"][members],
+            divergence=state["divergence"][members],
+            steps=_steps_run(state, members, self.settings.epochs[members]),
             interrupted=interrupted,
             history=history,
         )
+
+    def restart(
+        self,
+        members: np.ndarray,
+        params: Sequence[np.ndarray],
+        settings: TrainerSettings,
+        gradient_mask: np.ndarray | None = None,
+    ) -> None:
+        """Start `members` (indices into the model's) afresh at the current step, with new
+        weights, settings and, in a padded model, gradient mask, as if each were a new member
+        fitted alone from here: a trial batch refills a freed slot this way (fit/_slots.py).
+        The loop is not traced again: only the variables it reads change. Not after `compact`.
+        """
+        if self._left is not None:
+            raise ValueError("members cannot restart in a compacted batch")
+        if set(settings.optimizer.tolist()) - set(self._optimizers):
+            raise ValueError("a restarted member's optimiser kind must be one the loop has")
+        dtype = self.model.dtype
+        flat = tf.constant(
+            np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in params], axis=1), dtype
+        )
+        n = len(members)
+        fresh = {
+            "start": np.full(n, int(self._variables["step"].numpy())),
+            "params": flat,
+            "optimizer": self._optimizer_init(flat),
+            "member_steps": np.zeros(n),
+            "lam": settings.lambda_initial,
+            "status": np.full(n, RUNNING),
+            "best_val": np.full(n, np.inf),
+            "best_step": np.full(n, -1),
+            "since_best": np.zeros(n),
+            "stop_step": np.full(n, -1),
+            "divergence": np.zeros(n),
+            "best_params": flat,
+            "chi2": np.zeros((n, 3)),
+        }
+        rows = tf.constant(members[:, None], tf.int64)
+        for name, value in fresh.items():
+            tf.nest.map_structure(
+                lambda variable, value: variable.scatter_nd_update(
+                    rows, tf.cast(value, variable.dtype)
+                ),
+                self._variables[name],
+                value,
+            )
+        for name, value, setting_dtype in self._setting_values(settings):
+            update = _stored(tf.constant(value, setting_dtype))
+            self._settings[name].scatter_nd_update(rows, update)
+        if gradient_mask is not None:
+            self._gradient_mask.scatter_nd_update(rows, _stored(tf.constant(gradient_mask)))
+        arrays = {}
+        for name in TrainerSettings.member_axis.arrays:
+            merged = getattr(self.settings, name).copy()
+            merged[members] = getattr(settings, name)
+            arrays[name] = merged
+        self.settings = self._batch_settings = dataclasses.replace(self.settings, **arrays)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The optimiser kinds the loop has."""
+        return tuple(self._optimizers)
+
+    def full_state(self) -> dict:
+        """The state of all members, in the model's order, as numpy; the optimiser's by kind."""
+        state = self._all_members()
+        if len(self._optimizers) == 1:
+            state["optimizer"] = {self.kinds[0]: state["optimizer"]}
+        return state
+
+    def load_state(self, state: dict) -> None:
+        """Set the state of all members from a nest shaped as `full_state` gives it; not
+        after `compact`."""
+        if self._left is not None:
+            raise ValueError("the state of a compacted batch cannot be set")
+        state = dict(state)
+        if len(self._optimizers) == 1:
+            state["optimizer"] = state["optimizer"][self.kinds[0]]
+        tf.nest.map_structure(
+            lambda variable, value: variable.assign(
+                tf.cast(_stored(tf.constant(value)), variable.dtype)
+            ),
+            self._variables,
+            state,
+        )
+
+    def retire(self, members: np.ndarray) -> None:
+        """Freeze `members` where they are (FINISHED if still running): a trial batch frees a
+        pruned trial's slot this way, its outcome taken first."""
+        status = self._variables["status"]
+        current = status.numpy()[members]
+        finished = np.where(current == RUNNING, FINISHED, current)
+        status.scatter_nd_update(tf.constant(members[:, None], tf.int64), finished)
+
+
+def _steps_run(state: dict, members: np.ndarray, epochs: np.ndarray) -> int:
+    """The steps `members` ran, until the last of them left (stopped, diverged, ran out of
+    its epochs) or until now: what their fit alone would count, whatever else the batch
+    holds."""
+    now = state["step"] - state["start"][members]
+    stop = state["stop_step"][members]
+    left = np.where(
+        stop >= 0, stop + 1, np.where(state["status"][members] == FINISHED, epochs, now)
+    )
+    return int(left.max())
 
 
 def batch_size(running: int) -> int:

@@ -15,10 +15,12 @@ from hyperscan.model._shapes import (
     MemberShapes,
     Shape,
     embed,
+    layer_cost,
     padded_widths,
     padding_waste,
     shape_classes,
     unembed,
+    zero_weights,
 )
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "Shape",
     "embed",
     "initial_weights",
+    "layer_cost",
     "padded_widths",
     "padding_waste",
     "preprocessing",
@@ -43,4 +46,5 @@ __all__ = [
     "sum_rule_quadrature",
     "take_members",
     "unembed",
+    "zero_weights",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -76,7 +77,14 @@ class EnsembleModel:
     # The χ² (_chi2) is not taken but rebuilt from the taken plan (`_members_taken`): its
     # scatter indices name members.
     member_axis: ClassVar[MemberAxis] = MemberAxis(
-        {"alpha": 0, "beta": 0, "points_per_category": 0, "_preprocessing": 0, "_data": 0},
+        {
+            "alpha": 0,
+            "beta": 0,
+            "points_per_category": 0,
+            "_preprocessing": 0,
+            "_data": 0,
+            "_categories": 0,
+        },
         nested=("_whitening", "shapes"),
         then="_members_taken",
     )
@@ -121,6 +129,7 @@ class EnsembleModel:
         )
         self._positivity_sets = self._constant(sets[:, None] == np.arange(len(problem.positivity)))
         self._data = self._constant(members.data)
+        self._categories = members.categories
         blocks = problem.blocks()
         systematics = (
             None
@@ -144,6 +153,42 @@ class EnsembleModel:
         member's χ² is computed the same way (same factors, same padding) in either batch.
         """
         return take_members(self, members)
+
+    def refillable(self) -> EnsembleModel:
+        """This model with what differs between members of one split (pseudodata,
+        preprocessing, activations and skipped layers) held in variables, so that
+        `assign_members` can hand rows to new members without the training loop being traced
+        again: a trial batch refills its slots so (fit/_slots.py). Changes this model."""
+        if self.shapes is None:
+            raise ValueError("a refillable model is a padded one (shapes)")
+        self._data = tf.Variable(self._data, trainable=False)
+        self._preprocessing = tf.Variable(self._preprocessing, trainable=False)
+        self.shapes = dataclasses.replace(
+            self.shapes,
+            activation=tf.Variable(self.shapes.activation, dtype=tf.int64, trainable=False),
+            skip=tf.Variable(self.shapes.skip, dtype=tf.int64, trainable=False),
+        )
+        return self
+
+    def assign_members(self, rows: np.ndarray, members: MemberInputs, shapes: MemberShapes) -> None:
+        """Give `rows` of a refillable model to new members, whose χ² split must be the rows'
+        own (the χ² plan is fixed); `shapes` in this model's widths and activation names."""
+        if not np.array_equal(self._categories[rows], members.categories):
+            raise ValueError("new members must have the training/validation split of the rows")
+        if (shapes.widths, shapes.names) != (self.shapes.widths, self.shapes.names):
+            raise ValueError("new members must be padded to the model's widths and activations")
+        x_all = np.concatenate([self.xgrid, self._quadrature.x])
+        indices = tf.constant(rows[:, None], tf.int64)
+        self._data.scatter_nd_update(indices, self._constant(members.data))
+        prep = preprocessing(x_all, members.alpha, members.beta)
+        self._preprocessing.scatter_nd_update(indices, self._constant(prep))
+        self.shapes.activation.scatter_nd_update(indices, shapes.activation)
+        self.shapes.skip.scatter_nd_update(indices, shapes.skip.astype(np.int64))
+        mask = self.shapes.gradient_mask.copy()
+        mask[rows] = shapes.gradient_mask
+        self.alpha, self.beta = self.alpha.copy(), self.beta.copy()
+        self.alpha[rows], self.beta[rows] = members.alpha, members.beta
+        self.shapes = dataclasses.replace(self.shapes, gradient_mask=mask)
 
     def _members_taken(self, members: np.ndarray) -> None:
         """What derives from the taken arrays, set on the copy `take_members` made."""

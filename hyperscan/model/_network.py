@@ -114,23 +114,24 @@ def forward(
             hidden = tf.einsum("mpi,mio->mpo", previous, kernel) + bias[:, None, :]
         hidden = _activate(hidden, shapes.names, shapes.activation[:, layer])
         skip = shapes.skip[:, layer]
-        if skip.any():
+        # A refillable model's (EnsembleModel.refillable) are variables: any member may skip.
+        if tf.is_tensor(skip) and layer > 0 or not tf.is_tensor(skip) and skip.any():
             through = _resized(previous, shapes.widths[layer])
-            hidden = tf.where(tf.constant(skip)[:, None, None], through, hidden)
+            hidden = tf.where(tf.cast(skip, tf.bool)[:, None, None], through, hidden)
         previous = hidden
     kernel, bias = params[-2], params[-1]
     return tf.einsum("mpi,mio->mpo", previous, kernel) + bias[:, None, :]
 
 
-def _activate(hidden: tf.Tensor, names: Sequence[str], chosen: np.ndarray) -> tf.Tensor:
+def _activate(hidden: tf.Tensor, names: Sequence[str], chosen: np.ndarray | tf.Tensor) -> tf.Tensor:
     """Each member's activation (index `chosen` into `names`) of its rows of `hidden`: every
-    activation present computed for all rows, each member's selected. Selection measured
-    1.5x faster than gathering each activation's members and stitching them back
-    (docs/performance.md)."""
-    present = np.unique(chosen)
+    activation present (all of `names` when `chosen` is a tensor, which may change between
+    calls) computed for all rows, each member's selected. Selection measured 1.5x faster than
+    gathering each activation's members and stitching them back (docs/performance.md)."""
+    present = np.arange(len(names)) if tf.is_tensor(chosen) else np.unique(chosen)
     out = ACTIVATIONS[names[present[0]]](hidden)
     for index in present[1:]:
-        mask = tf.constant(chosen == index)[:, None, None]
+        mask = tf.equal(chosen, tf.cast(index, chosen.dtype))[:, None, None]
         out = tf.where(mask, ACTIVATIONS[names[index]](hidden), out)
     return out
 

@@ -95,9 +95,16 @@ class MemberShapes:
     gradient_mask: np.ndarray  # (M, P) bool: the member's own parameters in the flat layout
 
     @classmethod
-    def of(cls, shapes: Sequence[Shape]) -> MemberShapes:
-        widths = padded_widths(shapes)
-        names = tuple(sorted({a for s in shapes for a in s.activations}))
+    def of(
+        cls,
+        shapes: Sequence[Shape],
+        widths: Sequence[int] | None = None,
+        names: Sequence[str] | None = None,
+    ) -> MemberShapes:
+        """The shapes of `shapes` padded to `widths` with the activations `names` (default:
+        the least that holds them; a trial batch passes its own, to refill its rows)."""
+        widths = tuple(widths or padded_widths(shapes))
+        names = tuple(names or sorted({a for s in shapes for a in s.activations}))
         depth = np.array([len(s.nodes) for s in shapes])
         last = [[min(layer, d - 1) for layer in range(len(widths))] for d in depth]
         activation = np.array(

@@ -1,0 +1,332 @@
+"""Continuous trial batching (issue #40): P trials of one scan in one compiled model.
+
+A trial of a scan is small (NNPDF's k-fold trial: a few replicas × 4 folds), and building its
+own model costs more than fitting it (of a 2.9 s trial of the peer card, ~2.5 s is tracing and
+compiling). A `TrialBatch` holds P *slots* of one model's rows, one trial's members each, and,
+like an inference server batching requests, refills a slot at a sync as soon as its trial
+ends, without tracing or compiling anew: what differs between trials (weights, optimiser
+state, settings, activations, skipped layers, pseudodata, preprocessing) lives in variables
+the compiled loop reads. Every trial of a scan has the same members (replicas, folds, level-1
+fits) with the same splits, so a slot's χ² plan never changes. Architectures are padded to the
+widest seen so far (model/_shapes.py); a trial that needs wider rows, another activation or
+optimiser rebuilds the model once, carrying the trials in flight over unchanged.
+
+A trial's members never couple with another trial's, so each trial's result is what
+`run_fit` of its runcard gives, up to the rounding of the padded products
+(tests/fit/test_slots.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.data import Problem, level1_data
+from hyperscan.fit._fit import (
+    FitResult,
+    checked_member_runcards,
+    fit_result,
+    trainer_settings,
+    usable_starts,
+)
+from hyperscan.fit._members import architecture_shape, build_members, member_specs
+from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings
+from hyperscan.model import (
+    EnsembleModel,
+    MemberInputs,
+    MemberShapes,
+    Shape,
+    embed,
+    layer_cost,
+    padded_widths,
+    unembed,
+    zero_weights,
+)
+from hyperscan.runcard import FitRuncard
+
+#: Rows (members of all slots) that `auto_slots` aims at: where, on a CPU, a step's cost per
+#: member stops falling (benchmarks/slots.py); a GPU takes far more before its step slows.
+AUTO_ROWS = {"CPU": 64, "GPU": 4096}
+#: The share of the device's memory that `auto_slots` lets the batch's state take.
+AUTO_MEMORY_SHARE = 0.25
+
+
+@dataclass
+class _Slot:
+    """A trial in the batch: its own model (for its starts and results) and its rows."""
+
+    key: Hashable
+    card: FitRuncard
+    model: EnsembleModel
+    inputs: MemberInputs
+    redraws: np.ndarray
+    on_sync: Callable[[SyncReport], bool | None] | None
+    rows: np.ndarray
+    start: int  # the batch's step at which the trial started
+    started: float
+    history: list[SyncReport] = field(default_factory=list)
+
+    @property
+    def shape(self) -> Shape:
+        return architecture_shape(self.card)
+
+
+class TrialBatch:
+    """P slots of one scan's trials, fitted in one compiled model; a slot freed at a sync is
+    refilled with another trial without recompiling.
+
+    `runcard` is the scan's base fit runcard: every trial's runcard shares its data, training,
+    divergence, folds and replicas (what one model shares).
+    """
+
+    def __init__(self, runcard: FitRuncard, problem: Problem, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"a trial batch needs at least one slot, not {slots}")
+        self._runcard = runcard
+        self._problem = problem
+        self._specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)
+        self._level1 = level1_data(runcard, problem)
+        self._dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
+        self._slots: list[_Slot | None] = [None] * slots
+        self._model: EnsembleModel | None = None
+        self._trainer: Trainer | None = None
+        self._kinds: tuple[str, ...] = ()
+        #: How many times the model was built (and its loop traced and compiled): once,
+        #: unless a trial needed wider rows, another activation or another optimiser.
+        self.builds = 0
+
+    @property
+    def members_per_trial(self) -> int:
+        return len(self._specs)
+
+    @property
+    def free_slots(self) -> int:
+        return sum(slot is None for slot in self._slots)
+
+    @property
+    def in_flight(self) -> list[Hashable]:
+        """The keys of the trials in the batch, by slot."""
+        return [slot.key for slot in self._slots if slot is not None]
+
+    def place(
+        self,
+        key: Hashable,
+        card: FitRuncard,
+        on_sync: Callable[[SyncReport], bool | None] | None = None,
+    ) -> None:
+        """Put trial `key`, of fit runcard `card`, in a free slot; it starts at the next
+        `advance`. `on_sync` sees the trial's own sync reports, as `run_fit`'s would.
+        ValueError when no slot is free or `card` cannot share the batch."""
+        free = [index for index, slot in enumerate(self._slots) if slot is None]
+        if not free:
+            raise ValueError("no free slot in the trial batch")
+        if key in self.in_flight:
+            raise ValueError(f"trial {key!r} is in the batch already")
+        specs = self._specs
+        checked_member_runcards(self._runcard, [card] * len(specs), specs)
+        started = time.perf_counter()
+        inputs, params = build_members(card, self._problem, specs, None, self._level1)
+        activations = card.architecture.activations
+        model = EnsembleModel(self._problem, inputs, activations, dtype=self._dtype)
+        settings = trainer_settings(card, len(specs))
+        params, redraws = usable_starts(card, model, specs, params, settings)
+        index = free[0]
+        rows = index * len(specs) + np.arange(len(specs))
+        slot = _Slot(key, card, model, inputs, redraws, on_sync, rows, 0, started)
+        if not self._holds(slot):
+            self._build(slot)
+        self._slots[index] = slot
+        self._restart(slot, params, settings)
+
+    def advance(self) -> list[tuple[Hashable, FitResult]]:
+        """One device call of `training.steps_per_call` steps; each trial's `on_sync` sees
+        its report. Returns the trials that ended, with their results, their slots freed: a
+        trial ends when none of its members runs or its epochs are out, or when its
+        `on_sync` returned True (its running members are then `interrupted`, as in
+        `run_fit`)."""
+        if self._trainer is None:
+            return []
+        report = self._trainer.advance(self._runcard.training.steps_per_call)
+        ended = []
+        for index, slot in enumerate(self._slots):
+            if slot is None:
+                continue
+            own = SyncReport(
+                step=report.step - slot.start,
+                chi2=report.chi2[slot.rows],
+                chi2_per_point=report.chi2_per_point[slot.rows],
+                status=report.status[slot.rows],
+                batch=report.batch,
+            )
+            slot.history.append(own)
+            finished = own.n_running == 0 or own.step >= slot.card.epochs
+            if slot.on_sync is not None and slot.on_sync(own):
+                ended.append((slot.key, self._end(index, interrupted=not finished)))
+            elif finished:
+                ended.append((slot.key, self._end(index, interrupted=False)))
+        return ended
+
+    def drop(self, key: Hashable) -> None:
+        """Take trial `key` out of the batch without a result."""
+        index = self.in_flight_slot(key)
+        self._trainer.retire(self._slots[index].rows)
+        self._slots[index] = None
+
+    def in_flight_slot(self, key: Hashable) -> int:
+        for index, slot in enumerate(self._slots):
+            if slot is not None and slot.key == key:
+                return index
+        raise KeyError(f"trial {key!r} is not in the batch")
+
+    def _end(self, index: int, interrupted: bool) -> FitResult:
+        slot = self._slots[index]
+        outcome = self._trainer.outcome(slot.rows, interrupted, slot.history)
+        self._trainer.retire(slot.rows)
+        self._slots[index] = None
+        nodes, widths = slot.card.architecture.nodes, self._model.shapes.widths
+        own = [
+            unembed([p[m] for p in outcome.params], nodes, widths) for m in range(len(slot.rows))
+        ]
+        outcome.params = [np.stack(layer) for layer in zip(*own, strict=True)]
+        seconds = time.perf_counter() - slot.started
+        return fit_result(
+            slot.model,
+            self._problem,
+            self._level1,
+            self._specs,
+            outcome,
+            slot.redraws,
+            slot.started,
+            seconds,
+        )
+
+    def _holds(self, slot: _Slot) -> bool:
+        """Whether the model's rows can take `slot`'s trial as they are."""
+        if self._model is None:
+            return False
+        shapes = self._model.shapes
+        return (
+            padded_widths([slot.shape, _widest(shapes.widths)]) == shapes.widths
+            and set(slot.shape.activations) <= set(shapes.names)
+            and slot.card.optimizer.name in self._kinds
+        )
+
+    def _build(self, new: _Slot) -> None:
+        """A model and loop for the slots in flight and `new`, wide enough for all of them
+        and for the rows before; the trials in flight carry their state over."""
+        slots = [slot for slot in self._slots if slot is not None] + [new]
+        shapes = [slot.shape for slot in slots]
+        if self._model is not None:
+            shapes.append(_widest(self._model.shapes.widths))
+            names = set(self._model.shapes.names)
+        else:
+            names = set()
+        widths = padded_widths(shapes)
+        names = tuple(sorted(names | {a for s in shapes for a in s.activations}))
+        self._kinds = tuple(sorted(set(self._kinds) | {s.card.optimizer.name for s in slots}))
+        by_row = {}  # row → (slot, member)
+        for slot in slots:
+            for member, row in enumerate(slot.rows):
+                by_row[int(row)] = (slot, member)
+        n_rows = len(self._slots) * len(self._specs)
+        # Free rows hold a copy of the new trial's members until a trial takes them.
+        rows = [by_row.get(row, (new, row % len(self._specs))) for row in range(n_rows)]
+        inputs = MemberInputs(
+            *(
+                np.stack([getattr(slot.inputs, name)[member] for slot, member in rows])
+                for name in ("data", "categories", "alpha", "beta")
+            )
+        )
+        row_shapes = [slot.shape for slot, _ in rows]
+        model = EnsembleModel(
+            self._problem,
+            inputs,
+            names[:1] * len(widths),
+            dtype=self._dtype,
+            shapes=MemberShapes.of(row_shapes, widths, names),
+        ).refillable()
+        cards = [slot.card for slot, _ in rows]
+        settings = trainer_settings(self._runcard, cards)
+        zeros = [np.zeros((n_rows, *w.shape)) for w in zero_weights(widths)]
+        trainer = Trainer(model, settings, zeros, kinds=self._kinds)
+        carried = np.array([row for slot in slots if slot is not new for row in slot.rows], int)
+        if self._trainer is not None:
+            _carry_over(self._trainer, trainer, carried)
+        # The other rows start as trials take them (`_restart`).
+        trainer.retire(np.setdiff1d(np.arange(n_rows), carried))
+        self._model, self._trainer = model, trainer
+        self.builds += 1
+
+    def _restart(self, slot: _Slot, params: list[np.ndarray], settings: TrainerSettings) -> None:
+        """Start `slot`'s members in its rows at the batch's current step."""
+        widths, names = self._model.shapes.widths, self._model.shapes.names
+        shapes = MemberShapes.of([slot.shape] * len(slot.rows), widths, names)
+        self._model.assign_members(slot.rows, slot.inputs, shapes)
+        nodes = slot.card.architecture.nodes
+        padded = [embed([p[m] for p in params], nodes, widths) for m in range(len(slot.rows))]
+        stacked = [np.stack(layer) for layer in zip(*padded, strict=True)]
+        self._trainer.restart(slot.rows, stacked, settings, shapes.gradient_mask)
+        slot.start = int(self._trainer.variables["step"].numpy())
+
+
+def _widest(widths: Sequence[int]) -> Shape:
+    """A shape as wide as `widths`, standing for the rows a model already has."""
+    return Shape(tuple(widths), ("linear",) * len(widths))
+
+
+def _carry_over(old: Trainer, new: Trainer, rows: np.ndarray) -> None:
+    """The state of `rows` from `old` into `new`, a model at least as wide with at least its
+    optimiser kinds: each member's own weights, and their optimiser moments, move to their
+    places in the new flat layout (its padding stays zero); the rest row for row."""
+    before, after = old.full_state(), new.full_state()
+    old_mask = old.model.shapes.gradient_mask
+    new_mask = new.model.shapes.gradient_mask
+
+    def moved(value: np.ndarray, into: np.ndarray) -> np.ndarray:
+        if value.ndim == 0:  # the batch's step
+            return value
+        into = into.copy()
+        if value.ndim == 2 and value.shape[1] == old_mask.shape[1]:  # the flat weights
+            for row in rows:
+                into[row, new_mask[row]] = value[row, old_mask[row]]
+        else:
+            into[rows] = value[rows]
+        return into
+
+    optimizer = after.pop("optimizer")
+    for kind in before["optimizer"]:
+        optimizer[kind] = tf.nest.map_structure(moved, before["optimizer"][kind], optimizer[kind])
+    before.pop("optimizer")
+    state = tf.nest.map_structure(moved, before, after)
+    new.load_state(state | {"optimizer": optimizer})
+
+
+def auto_slots(runcard: FitRuncard, problem: Problem) -> int:
+    """`--slots auto`: as many slots as keep the batch near AUTO_ROWS members for the device
+    (where a step's cost per member stops falling) and its state within AUTO_MEMORY_SHARE
+    of the device's memory."""
+    gpus = tf.config.list_logical_devices("GPU")
+    members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
+    slots = max(1, AUTO_ROWS["GPU" if gpus else "CPU"] // members)
+    memory = _device_memory(bool(gpus))
+    per_trial = members * _member_bytes(runcard, problem)
+    return max(1, min(slots, int(AUTO_MEMORY_SHARE * memory // per_trial)))
+
+
+def _device_memory(gpu: bool) -> float:
+    if gpu:
+        return float(tf.config.experimental.get_memory_info("GPU:0")["peak"] or 0) or 16e9
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _member_bytes(runcard: FitRuncard, problem: Problem) -> float:
+    """A rough bound on one member's bytes in the loop: its data and χ² factors (a dense
+    N² at most), and ~8 copies of its weights (state, moments, best weights, gradients)."""
+    itemsize = 8 if runcard.training.precision == "float64" else 4
+    nodes = runcard.architecture.nodes
+    return itemsize * (problem.n_data**2 + 8 * (layer_cost(nodes) + sum(nodes) + 8))
