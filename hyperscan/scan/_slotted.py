@@ -10,16 +10,17 @@ failed. What a trial is (its values, attributes, re-queue on a stop) is the
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.fit import FitResult, SyncReport, TrialBatch, run_fit
 from hyperscan.scan._objective import Objective, WorkerStopping, _Monitor
 from hyperscan.scan.storage import (
     BudgetSpent,
@@ -30,8 +31,7 @@ from hyperscan.scan.storage import (
     trial_id,
 )
 
-if TYPE_CHECKING:
-    from hyperscan.fit import FitResult, SyncReport, TrialBatch
+_logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -166,7 +166,14 @@ def _fill(
             slot.error = error
             halted = end(slot, None)
             continue
-        batch.place(trial.number, card, on_sync=slot.on_sync)
+        try:
+            batch.place(trial.number, card, on_sync=slot.on_sync)
+        except ValueError as error:
+            # Its values change what one model's members share (a searched
+            # data.training_fraction, training.precision, ...): fitted alone, the others wait.
+            _logger.warning("trial %d fitted alone: %s", trial.number, error)
+            result = run_fit(card, problem=objective.problem, on_sync=slot.on_sync)
+            halted = end(slot, result)
     return False, halted
 
 

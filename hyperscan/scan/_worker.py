@@ -19,7 +19,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from hyperscan.data import Problem
-from hyperscan.fit import stop_on_signals
+from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
 from hyperscan.scan._slotted import overtaken, run_slots
@@ -263,7 +263,6 @@ def run_worker(
     gate_takes(study, room_for_one)
     with stop_on_signals(stop), _quiet_stops(), _gate_removed(study):
         if slots > 1:
-            from hyperscan.fit import TrialBatch  # TensorFlow: only now
 
             def may_take(in_flight: int) -> bool:
                 return not (

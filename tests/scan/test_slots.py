@@ -198,6 +198,28 @@ def test_a_trial_trashed_before_its_fit_takes_no_slot(tmp_path):
     assert max(starts) < min(trials[k].datetime_complete for k in (0, 2, 3))
 
 
+def test_a_trial_that_cannot_share_the_batch_is_fitted_alone(tmp_path, caplog):
+    """A searched setting that one model's members share (here the training fraction): a
+    trial whose value differs from the base runcard's is fitted alone, as with one slot, and
+    the worker says so; the others share the batch."""
+    space = {"parameters": {"data.training_fraction": {"choices": [0.75, 0.5]}}}
+    card = scan_card(scan={"trials": 3, "space": space})
+    storage = open_storage(str(tmp_path / "s.journal"), create=True)
+    runcard = scan_runcard_from_dict(card)
+    for name in ("alone", "packed"):
+        create_study(runcard, storage, name)
+    fractions = [{"data.training_fraction": f} for f in (0.75, 0.5, 0.75)]
+    _tell_alike(storage, ["alone", "packed"], fractions)
+    run_worker("alone", storage)
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("packed", storage, slots=SLOTS)
+    assert report.trials == 3 and report.budget_reached
+    assert "trial 1 fitted alone: " in caplog.text and "'data' differs" in caplog.text
+    one, many = (load_study(storage, name).get_trials() for name in ("alone", "packed"))
+    assert [t.state for t in many] == [TrialState.COMPLETE] * 3
+    assert [t.value for t in many] == _approx([t.value for t in one])
+
+
 def _running(study: optuna.Study, worker: Worker, count: int) -> list[FrozenTrial]:
     """``count`` trials of ``worker`` running, each once its fit is under way (it reported)."""
 
