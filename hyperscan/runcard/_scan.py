@@ -550,13 +550,17 @@ class ScanRuncard(_Section):
         fail_at(problems, self)
         return self
 
-    def trial_runcard(self, params: Mapping[str, Any]) -> FitRuncard:
-        """The fit runcard of a trial: the fit part fitting replicas 1..``scan.replicas`` of
-        each of ``scan.folds``, with the trial's parameters applied (:meth:`Space.apply`)."""
-        base = self.fit.model_copy(
+    def trial_base(self) -> FitRuncard:
+        """The fit part fitting every trial's members: replicas 1..``scan.replicas`` of each
+        of ``scan.folds`` (what a batch of trials shares)."""
+        return self.fit.model_copy(
             update={"replicas": self.scan.replica_ids, "folds": self.scan.folds}
         )
-        return self.scan.space.apply(base, params)
+
+    def trial_runcard(self, params: Mapping[str, Any]) -> FitRuncard:
+        """The fit runcard of a trial: :meth:`trial_base` with the trial's parameters applied
+        (:meth:`Space.apply`)."""
+        return self.scan.space.apply(self.trial_base(), params)
 
     def __hash__(self) -> int:
         return hash((type(self), self.model_dump_json()))

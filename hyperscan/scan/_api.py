@@ -226,7 +226,7 @@ class Study:
 
         if self._problem is None:
             self._problem = study_problem(self._setup)
-        return auto_slots(self.runcard.fit, self._problem)
+        return auto_slots(self.runcard.trial_base(), self._problem)
 
     def run_worker(
         self,

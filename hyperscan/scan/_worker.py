@@ -278,7 +278,7 @@ def run_worker(
             spent = run_slots(
                 study,
                 objective,
-                TrialBatch(runcard.fit, problem, slots),
+                TrialBatch(runcard.trial_base(), problem, slots),
                 may_take=may_take,
                 told=told,
                 dropped=dropped,
