@@ -41,19 +41,20 @@ def experimental_chi2(
         )
     central = problem.central if central is None else np.asarray(central)
     residuals = (np.atleast_2d(central) - predictions).astype(np.float64)
+    blocks, datasets = problem.whiteners
     total = np.zeros(predictions.shape[0])
-    for block in problem.blocks():
-        total += _chi2(problem.covmat[block, block], residuals[:, block])
+    for block, whitener in zip(problem.blocks(), blocks, strict=True):
+        total += _chi2(whitener, residuals[:, block])
     per_dataset = np.stack(
         [
-            _chi2(problem.covmat[s, s], residuals[:, s]) / (s.stop - s.start)
-            for s in problem.dataset_slices()
+            _chi2(whitener, residuals[:, s]) / (s.stop - s.start)
+            for s, whitener in zip(problem.dataset_slices(), datasets, strict=True)
         ],
         axis=1,
     )
     return total / problem.n_data, per_dataset
 
 
-def _chi2(covmat: np.ndarray, residuals: np.ndarray) -> np.ndarray:
-    whitened = np.linalg.solve(np.linalg.cholesky(covmat), residuals.T)
-    return np.sum(whitened**2, axis=0)
+def _chi2(whitener: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+    """|L⁻¹ r|² of each row r of `residuals`."""
+    return np.sum((residuals @ whitener.T) ** 2, axis=1)

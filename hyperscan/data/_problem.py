@@ -376,6 +376,22 @@ class Problem:
         return out
 
     @cached_property
+    def whiteners(self) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+        """L⁻¹ of each covariance block and of each dataset's own covariance, read-only: χ² on
+        the host (``experimental_chi2``, for every fit and scan trial) is then a product, not a
+        factorisation and solve per call."""
+
+        def inverse(block: slice) -> np.ndarray:
+            out = np.linalg.inv(np.linalg.cholesky(self.covmat[block, block]))
+            out.setflags(write=False)
+            return out
+
+        return (
+            tuple(inverse(b) for b in self.blocks()),
+            tuple(inverse(s) for s in self.dataset_slices()),
+        )
+
+    @cached_property
     def uncorrelated_variance(self) -> np.ndarray:
         """(N,) d = diag(covmat) - rowsum(systematics^2) > 0, read-only.
 

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
-    from hyperscan.fit._slots import TrialBatch, auto_slots
+    from hyperscan.fit._slots import TrialBatch, auto_slots, max_slots
     from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
 
 _TENSORFLOW = {
@@ -67,6 +67,7 @@ _TENSORFLOW = {
     "ProgressBar": "_progress",
     "TrialBatch": "_slots",
     "auto_slots": "_slots",
+    "max_slots": "_slots",
     "SyncReport": "_trainer",
     "Trainer": "_trainer",
     "TrainerSettings": "_trainer",
@@ -105,6 +106,7 @@ __all__ = [
     "build_members",
     "fit_runcard",
     "make_optimizer",
+    "max_slots",
     "member_specs",
     "output_xgrid",
     "results_document",

@@ -19,6 +19,7 @@ A trial's members never couple with another trial's, so each trial's result is w
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -80,11 +81,19 @@ class TrialBatch:
     """P slots of one scan's trials, fitted in one compiled model; a slot freed at a sync is
     refilled with another trial without recompiling.
 
-    `runcard` is the scan's base fit runcard: every trial's runcard shares its data, training,
-    divergence, folds and replicas (what one model shares).
+    `runcard` is the fit runcard every trial of the scan starts from (`ScanRuncard.trial_base`):
+    every trial's runcard shares its data, training, divergence, folds and replicas (what one
+    model shares). `reserve`: trial runcards whose architectures and optimisers the model
+    makes room for from the start (`Space.widest`), so that no later trial needs it rebuilt.
     """
 
-    def __init__(self, runcard: FitRuncard, problem: Problem, slots: int) -> None:
+    def __init__(
+        self,
+        runcard: FitRuncard,
+        problem: Problem,
+        slots: int,
+        reserve: Sequence[FitRuncard] = (),
+    ) -> None:
         if slots < 1:
             raise ValueError(f"a trial batch needs at least one slot, not {slots}")
         self._runcard = runcard
@@ -96,6 +105,8 @@ class TrialBatch:
         self._model: EnsembleModel | None = None
         self._trainer: Trainer | None = None
         self._kinds: tuple[str, ...] = ()
+        self._reserve = [architecture_shape(card) for card in reserve]
+        self._reserved_kinds = {card.optimizer.name for card in reserve}
         #: How many times the model was built (and its loop traced and compiled): once,
         #: unless a trial needed wider rows, another activation or another optimiser.
         self.builds = 0
@@ -220,7 +231,7 @@ class TrialBatch:
         """A model and loop for the slots in flight and `new`, wide enough for all of them
         and for the rows before; the trials in flight carry their state over."""
         slots = [slot for slot in self._slots if slot is not None] + [new]
-        shapes = [slot.shape for slot in slots]
+        shapes = [slot.shape for slot in slots] + self._reserve
         if self._model is not None:
             shapes.append(_widest(self._model.shapes.widths))
             names = set(self._model.shapes.names)
@@ -228,7 +239,8 @@ class TrialBatch:
             names = set()
         widths = padded_widths(shapes)
         names = tuple(sorted(names | {a for s in shapes for a in s.activations}))
-        self._kinds = tuple(sorted(set(self._kinds) | {s.card.optimizer.name for s in slots}))
+        kinds = {s.card.optimizer.name for s in slots} | self._reserved_kinds
+        self._kinds = tuple(sorted(set(self._kinds) | kinds))
         by_row = {}  # row → (slot, member)
         for slot in slots:
             for member, row in enumerate(slot.rows):
@@ -308,19 +320,31 @@ def _carry_over(old: Trainer, new: Trainer, rows: np.ndarray) -> None:
 
 def auto_slots(runcard: FitRuncard, problem: Problem) -> int:
     """`--slots auto`: as many slots as keep the batch near AUTO_ROWS members for the device
-    (where a step's cost per member stops falling) and its state within AUTO_MEMORY_SHARE
-    of the device's memory."""
-    gpus = tf.config.list_logical_devices("GPU")
+    (where a step's cost per member stops falling), within `max_slots`."""
+    gpu = bool(tf.config.list_logical_devices("GPU"))
     members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
-    slots = max(1, AUTO_ROWS["GPU" if gpus else "CPU"] // members)
-    memory = _device_memory(bool(gpus))
+    return max(1, min(AUTO_ROWS["GPU" if gpu else "CPU"] // members, max_slots(runcard, problem)))
+
+
+def max_slots(runcard: FitRuncard, problem: Problem) -> int:
+    """The most slots whose state stays within AUTO_MEMORY_SHARE of the device's memory (0:
+    not even one trial)."""
+    gpu = bool(tf.config.list_logical_devices("GPU"))
+    members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
     per_trial = members * _member_bytes(runcard, problem)
-    return max(1, min(slots, int(AUTO_MEMORY_SHARE * memory // per_trial)))
+    return int(AUTO_MEMORY_SHARE * _device_memory(gpu) // per_trial)
 
 
 def _device_memory(gpu: bool) -> float:
+    """The device's memory in bytes: the first GPU's as nvidia-smi reports it (16 GiB if it
+    cannot be read), or the host's."""
     if gpu:
-        return float(tf.config.experimental.get_memory_info("GPU:0")["peak"] or 0) or 16e9
+        try:
+            query = ["nvidia-smi", "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+            out = subprocess.run(query, capture_output=True, text=True, check=True, timeout=10)
+            return float(out.stdout.split()[0]) * 2**20
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            return 16.0 * 2**30
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 

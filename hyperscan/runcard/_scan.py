@@ -550,17 +550,19 @@ class ScanRuncard(_Section):
         fail_at(problems, self)
         return self
 
+    @property
     def trial_base(self) -> FitRuncard:
-        """The fit part fitting every trial's members: replicas 1..``scan.replicas`` of each
-        of ``scan.folds`` (what a batch of trials shares)."""
+        """The fit runcard every trial starts from: the fit part fitting replicas
+        1..``scan.replicas`` of each of ``scan.folds``; what one batched model of trials
+        shares (fit/_slots.py) is its own."""
         return self.fit.model_copy(
             update={"replicas": self.scan.replica_ids, "folds": self.scan.folds}
         )
 
     def trial_runcard(self, params: Mapping[str, Any]) -> FitRuncard:
-        """The fit runcard of a trial: :meth:`trial_base` with the trial's parameters applied
+        """The fit runcard of a trial: `trial_base` with the trial's parameters applied
         (:meth:`Space.apply`)."""
-        return self.scan.space.apply(self.trial_base(), params)
+        return self.scan.space.apply(self.trial_base, params)
 
     def __hash__(self) -> int:
         return hash((type(self), self.model_dump_json()))

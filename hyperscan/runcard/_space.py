@@ -19,9 +19,11 @@ Drawing takes any object with Optuna's ``suggest_*`` methods, so this package ne
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import functools
+import itertools
 import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
@@ -40,7 +42,16 @@ from pydantic import (
     model_validator,
 )
 
-from ._load import _describe, _is_model, _join_key, _message, _problems, _unwrap, runcard_from_dict
+from ._load import (
+    RuncardError,
+    _describe,
+    _is_model,
+    _join_key,
+    _message,
+    _problems,
+    _unwrap,
+    runcard_from_dict,
+)
 from ._schema import (
     MAX_UNITS,
     UNION_ERROR,
@@ -664,6 +675,35 @@ class Space(_Section):
             if dimension.drawn_with(params):
                 params[dimension.name] = dimension.draw(trial)
         return params
+
+    def widest(self, base: FitRuncard) -> list[FitRuncard]:
+        """Trial runcards that, between them, have the most hidden layers and units of the
+        space with each optimiser and each activation it draws: a batch of this space's
+        trials that makes room for them up front never has to be rebuilt wider
+        (fit/_slots.py). Every other parameter at its low end or first choice."""
+        optimizers = tuple(self.optimizer or ()) or (None,)
+        activations = self.activation or (None,)
+        cards = []
+        for optimizer, activation in itertools.product(optimizers, activations):
+            params: dict[str, Any] = {}
+            for dimension in self.dimensions:
+                if not dimension.drawn_with(params):
+                    continue
+                dist = dimension.distribution
+                name = dimension.name
+                if name == "optimizer":
+                    params[name] = optimizer
+                elif name == "activation":
+                    params[name] = activation
+                elif name == "layers" or name.startswith("units_"):
+                    params[name] = _value(dist, dist.high)
+                else:
+                    params[name] = _value(
+                        dist, dist.choices[0] if isinstance(dist, Choices) else dist.low
+                    )
+            with contextlib.suppress(RuncardError):  # a combination no trial can draw
+                cards.append(self.apply(base, params))
+        return cards
 
     def _settings(self, base: FitRuncard, params: Mapping[str, Any]) -> dict[str, Any]:
         """The dotted-path settings that ``params`` fix on ``base``; :class:`NotInSpace` when

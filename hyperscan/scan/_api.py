@@ -224,9 +224,12 @@ class Study:
         TensorFlow: configure it before, if need be."""
         from hyperscan.fit import auto_slots  # TensorFlow: only now
 
+        return auto_slots(self.runcard.trial_base, self._data())
+
+    def _data(self) -> Problem:
         if self._problem is None:
             self._problem = study_problem(self._setup)
-        return auto_slots(self.runcard.trial_base(), self._problem)
+        return self._problem
 
     def run_worker(
         self,
@@ -245,10 +248,18 @@ class Study:
         ``stop_after`` (s, a batch job's walltime): take no trial not expected to end in the
         time left. ``on_start`` is told of each trial with its drawn values as its fit starts,
         ``on_trial`` of each as it ends. ``slots`` > 1 fits that many trials at once in one
-        model, each told as it ends and its slot refilled (see :meth:`auto_slots`). Imports
-        TensorFlow: configure it before, if need be.
+        model, each told as it ends and its slot refilled (see :meth:`auto_slots`); more than
+        the device's memory holds is a :class:`ScanError`. Imports TensorFlow: configure it
+        before, if need be.
         """
+        from hyperscan.fit import max_slots
         from hyperscan.scan._worker import run_worker  # TensorFlow: only now
+
+        if slots > 1 and slots > (most := max_slots(self.runcard.trial_base, self._data())):
+            raise ScanError(
+                f"{slots} trial slots would not fit in this device's memory: it holds "
+                f"{most} of study {self.name!r}'s trials at most ('auto' chooses)"
+            )
 
         def started(trial: optuna.Trial, params: dict) -> None:
             if on_start is not None:

@@ -278,7 +278,12 @@ def run_worker(
             spent = run_slots(
                 study,
                 objective,
-                TrialBatch(runcard.trial_base(), problem, slots),
+                TrialBatch(
+                    runcard.trial_base,
+                    problem,
+                    slots,
+                    reserve=runcard.scan.space.widest(runcard.trial_base),
+                ),
                 may_take=may_take,
                 told=told,
                 dropped=dropped,

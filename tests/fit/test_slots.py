@@ -5,6 +5,7 @@ trial's result that of its runcard fitted alone, whatever else shares the batch 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from conftest import tiny_card
 
 from hyperscan.data import load_problem
@@ -56,3 +57,91 @@ def test_trials_refilled_into_slots_equal_their_fits_alone():
     assert sorted(results) == list(range(len(TRIALS)))
     for key, trial in enumerate(TRIALS):
         _same(results[key], run_fit(trial, problem=problem))
+
+
+def _fit_all(batch: TrialBatch, trials, on_sync=None) -> dict:
+    waiting = list(enumerate(trials))
+    results = {}
+    while waiting or batch.in_flight:
+        while waiting and batch.free_slots:
+            key, trial = waiting.pop(0)
+            batch.place(key, trial, None if on_sync is None else on_sync(key))
+        for key, result in batch.advance():
+            results[key] = result
+    return results
+
+
+def test_a_batch_with_room_reserved_is_built_once_and_never_traced_again():
+    """With the widest trials reserved, refilling slots writes variables only: one model,
+    one trace of its loop, however many trials pass through."""
+    problem = load_problem(TRIALS[0])
+    batch = TrialBatch(TRIALS[0], problem, slots=2, reserve=TRIALS)
+    results = _fit_all(batch, TRIALS + TRIALS[:2])
+    assert batch.builds == 1
+    assert batch._trainer.steps_function.experimental_get_tracing_count() == 1
+    for key, trial in enumerate(TRIALS + TRIALS[:2]):
+        _same(results[key], run_fit(trial, problem=problem))
+
+
+class _PruneAt:
+    """A sync hook that stops its fit at its n-th sync, as a pruner does."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.syncs, self.steps = n, 0, []
+
+    def __call__(self, report) -> bool:
+        self.syncs += 1
+        self.steps.append(report.step)
+        return self.syncs == self.n
+
+
+def test_a_trial_stopped_by_its_sync_hook_ends_as_its_fit_alone_does():
+    """A pruned trial leaves the batch at once, its members still running `interrupted`, and
+    its hook saw the same reports (steps counted from its own start) as alone."""
+    problem = load_problem(TRIALS[0])
+    hooks = {key: _PruneAt(2) for key in range(3)}
+    batch = TrialBatch(TRIALS[0], problem, slots=2, reserve=TRIALS)
+    results = _fit_all(batch, TRIALS[:3], on_sync=hooks.get)
+    for key, trial in enumerate(TRIALS[:3]):
+        alone_hook = _PruneAt(2)
+        alone = run_fit(trial, problem=problem, on_sync=alone_hook)
+        assert hooks[key].steps == alone_hook.steps
+        assert results[key].interrupted == alone.interrupted
+        _same(results[key], alone)
+
+
+def test_a_dropped_trial_frees_its_slot():
+    problem = load_problem(TRIALS[0])
+    batch = TrialBatch(TRIALS[0], problem, slots=1)
+    batch.place("a", TRIALS[0])
+    with pytest.raises(ValueError, match="no free slot"):
+        batch.place("b", TRIALS[1])
+    batch.drop("a")
+    assert batch.free_slots == 1 and batch.in_flight == []
+    batch.place("b", TRIALS[3])
+    (key, result), *_ = [ended for _ in range(10) for ended in batch.advance()]
+    assert key == "b"
+    _same(result, run_fit(TRIALS[3], problem=problem))
+
+
+def test_a_trial_of_another_split_is_refused():
+    problem = load_problem(TRIALS[0])
+    batch = TrialBatch(TRIALS[0], problem, slots=2)
+    with pytest.raises(ValueError, match="'data' differs"):
+        batch.place("other", card(data={"training_fraction": 0.5}))
+
+
+def test_auto_slots_aim_at_the_device_s_rows_within_its_memory(monkeypatch):
+    from hyperscan.fit import _slots, auto_slots, max_slots
+
+    problem = load_problem(TRIALS[0])
+    members = 2  # replicas 1 and 2, no folds
+    assert auto_slots(TRIALS[0], problem) == _slots.AUTO_ROWS["CPU"] // members
+    trial_bytes = members * _slots._member_bytes(TRIALS[0], problem)
+    share = _slots.AUTO_MEMORY_SHARE
+    monkeypatch.setattr(_slots, "_device_memory", lambda gpu: 2.5 * trial_bytes / share)
+    assert max_slots(TRIALS[0], problem) == 2
+    assert auto_slots(TRIALS[0], problem) == 2
+    monkeypatch.setattr(_slots, "_device_memory", lambda gpu: 1.0)
+    assert max_slots(TRIALS[0], problem) == 0
+    assert auto_slots(TRIALS[0], problem) == 1

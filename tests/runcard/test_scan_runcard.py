@@ -769,3 +769,16 @@ def test_kfold_scan() -> None:
     expected["epochs"] = 4000
     assert kfold.fit.model_dump(mode="json") == expected
     assert kfold.scan.space == quick.scan.space
+
+
+def test_the_widest_trials_of_a_space_have_its_most_layers_and_units_with_each_choice() -> None:
+    """One runcard per optimiser and activation, each as deep and wide as the space allows:
+    the room a batch of its trials makes up front."""
+    runcard = load_scan_runcard(STUDIES / "kfold-scan.yml")
+    space = runcard.scan.space
+    widest = space.widest(runcard.trial_base)
+    pairs = {(card.optimizer.name, card.architecture.activations[0]) for card in widest}
+    assert pairs == {(o, a) for o in space.optimizer for a in space.activation}
+    for card in widest:
+        assert list(card.architecture.nodes) == [space.units.high] * space.layers.high
+        assert card.replica_ids == runcard.scan.replica_ids and card.folds == runcard.scan.folds

@@ -25,6 +25,7 @@ from _service import (
     PARALLEL,
     SGD_DIVERGING,
     Worker,
+    assert_clean_failure,
     by_state,
     cli,
     create,
@@ -328,8 +329,9 @@ def test_a_slot_count_that_is_not_one_or_more_is_refused(tmp_path, command, valu
     assert not (tmp_path / "s.journal").exists()
 
 
-def test_auto_slots_are_said_in_the_first_line(tmp_path):
-    """`--slots auto` chooses a count for the study's data on this device, and says it."""
+def test_auto_slots_are_said_and_too_many_refused(tmp_path):
+    """`--slots auto` chooses a count for the study's data on this device, and says it in the
+    first line; a count the device's memory cannot hold is a message and exit code 2."""
     path = tmp_path / "s.journal"
     create(write_card(tmp_path / "s.yml", scan_card(scan={"trials": 1})), path, "auto")
     load_study(open_storage(str(path)), "auto").add_trial(optuna.trial.create_trial(value=1.0))
@@ -338,6 +340,12 @@ def test_auto_slots_are_said_in_the_first_line(tmp_path):
     first, *rest = result.stdout.splitlines()
     assert re.search(r", [1-9]\d* trial slots? \(auto\)$", first), first
     assert rest == ["worker done: 0 trials, budget reached"]
+
+    too_many = 10**15
+    refused = assert_clean_failure(
+        cli("worker", "--study", "auto", "--storage", path, "--slots", too_many)
+    )
+    assert f"{too_many} trial slots would not fit in this device's memory: it holds " in refused
 
 
 def _dropped_connection() -> StorageInternalError:
