@@ -47,6 +47,33 @@ class Seconds(click.FloatRange):
         return seconds
 
 
+class Slots(click.ParamType):
+    """A worker's trial slots: a whole number ≥ 1, or ``auto`` (as many as the device holds)."""
+
+    name = "slots"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int | str:
+        if value == "auto" or isinstance(value, int):
+            count = value
+        else:
+            try:
+                count = int(str(value))
+            except ValueError:
+                self.fail(f"{value!r} is neither a whole number of slots nor 'auto'", param, ctx)
+        if isinstance(count, int) and count < 1:
+            self.fail(f"{count}: a worker fits at least 1 trial at a time (or 'auto')", param, ctx)
+        return count
+
+
+def slots_option(help: str) -> OptionDecorator:
+    """``--slots P|auto``, for workers and the commands that start them."""
+    return click.option(
+        "--slots", type=Slots(), default=1, show_default=True, metavar="P|auto", help=help
+    )
+
+
 storage_option = click.option(
     "--storage",
     envvar="HYPERSCAN_STORAGE",

@@ -72,6 +72,7 @@ def plan_line(plan: ScanPlan) -> str:
         f"study {plan.study!r} {'created' if plan.creation.created else 'resumed'}: budget "
         f"{plan.budget} trials{was} of {fits}{plan.folds}×{plan.replicas} members, "
         f"{plural(plan.workers, 'worker')}"
+        + ("" if plan.slots == 1 else f" × {plan.slots} trial slots")
         + ("" if plan.trials_left > 0 else " (budget already spent)")
     )
 

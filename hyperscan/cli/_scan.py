@@ -28,11 +28,19 @@ from hyperscan.cli._common import (
     output_file_option,
     quiet_optuna,
     runcard_argument,
+    slots_option,
     storage_option,
     study_option,
     user_errors,
 )
-from hyperscan.cli._render import counts_line, event_line, plan_line, trial_line, trial_start_line
+from hyperscan.cli._render import (
+    counts_line,
+    event_line,
+    plan_line,
+    plural,
+    trial_line,
+    trial_start_line,
+)
 from hyperscan.cli._study import load_scan_runcard
 from hyperscan.cli._tensorflow import configure_or_fail
 
@@ -81,6 +89,10 @@ from hyperscan.cli._tensorflow import configure_or_fail
 @click.option(
     "--quiet", is_flag=True, help="No line per trial; only the closing `worker done` line."
 )
+@slots_option(
+    "Trials fitted at once in one model: a slot whose trial ends takes the next trial at once, "
+    "without recompiling. auto: as many as this device holds."
+)
 @click.option("--sampler-salt", type=int, hidden=True)  # `hyperscan scan` numbers its workers
 def worker(
     name: str,
@@ -93,17 +105,19 @@ def worker(
     heartbeat_interval: int,
     grace_period: int,
     quiet: bool,
+    slots: int | str,
     sampler_salt: int | None,
 ) -> None:
     """Take trials of a study until its budget is spent (needs only the name and storage).
 
-    SIGTERM or Ctrl-C ends the running trial at its next sync, re-queues it (a fit already at
-    its last sync is recorded instead), and exits 0.
+    SIGTERM or Ctrl-C ends the running trials at their next sync, re-queues them (a fit
+    already at its last sync is recorded instead), and exits 0.
 
     \b
     Example:
       HYPERSCAN_STORAGE=postgresql://user@db/scans hyperscan worker --study dis --device gpu:0
       hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
+      hyperscan worker --study dis --device gpu:0 --slots 16   # 16 trials at once
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
     quiet_optuna()
@@ -132,9 +146,17 @@ def worker(
         if threads is None:  # the study's runcard may pin them (training.threads)
             threads = handle.runcard.fit.training.threads
         runs_on = configure_or_fail(device, threads)
+        chosen = ""
+        if slots == "auto":
+            with user_errors():
+                slots = handle.auto_slots()  # the study's data, on this device
+            chosen = " (auto)"
         if not quiet:  # named as its trials name their worker: host:pid
             worker_id = f"{socket.gethostname()}:{os.getpid()}"
-            click.echo(f"worker {worker_id} on study {name!r} in {handle.storage}: {runs_on}")
+            click.echo(
+                f"worker {worker_id} on study {name!r} in {handle.storage}: {runs_on}, "
+                f"{plural(slots, 'trial slot')}{chosen}"
+            )
 
         def started_trial(trial) -> None:
             if not quiet:
@@ -155,6 +177,7 @@ def worker(
                 on_trial=show,
                 on_start=started_trial,
                 sampler_salt=sampler_salt,
+                slots=slots,
             )
     why = (
         "stopped by signal"
@@ -412,14 +435,21 @@ def dashboard(
     callback=file_path,
     help="Best runcard to write, replaced by each run of the study (default: NAME-best.yml).",
 )
+@slots_option("Trials each worker fits at once in one model (see `hyperscan worker --help`).")
 def scan(
-    runcard: Path, workers: int, storage: str | None, name: str | None, output: Path | None
+    runcard: Path,
+    workers: int,
+    storage: str | None,
+    name: str | None,
+    output: Path | None,
+    slots: int | str,
 ) -> None:
     """Run a whole scan on this machine: create the study, run workers, export the best.
 
     \b
     Example:
       hyperscan scan studies/quickstart-scan.yml --workers 2
+      hyperscan scan studies/quickstart-scan.yml --workers 1 --slots 8
     """
     load_scan_runcard(runcard)
     quiet_optuna()
@@ -445,7 +475,7 @@ def scan(
             click.echo(event_line(event))
 
     with user_errors():
-        result = run_scan(runcard, storage, name, workers=workers, on_event=tell)
+        result = run_scan(runcard, storage, name, workers=workers, slots=slots, on_event=tell)
     if result.counts is not None:
         click.echo(f"trials: {counts_line(result.counts)}")
     problem = result.error

@@ -18,6 +18,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
+from hyperscan.data import Problem
 from hyperscan.runcard import ScanRuncard, load_scan_runcard
 from hyperscan.scan._copy import copy_study as _copy_study
 from hyperscan.scan._copy import salvage_copy as _salvage_copy
@@ -53,6 +54,7 @@ from hyperscan.scan._study import (
     StudySetup,
     check_new_study,
     checked_data,
+    study_problem,
 )
 from hyperscan.scan._study import create_study as _create_study
 from hyperscan.scan._study import open_study as _open_study
@@ -144,6 +146,7 @@ class Study:
         self._url = url  # as given, with its password: for copies and worker processes
         #: What :func:`create_study` did: created it, changed its budget, or found it as is.
         self.creation = creation
+        self._problem: Problem | None = None  # built by auto_slots, for run_worker
 
     @property
     def name(self) -> str:
@@ -214,6 +217,20 @@ class Study:
         _copy_study(self._url, storage, self.name, name, grace_period=grace_period)
         return open_study(name or self.name, storage)
 
+    def auto_slots(self) -> int:
+        """How many trials a worker of this study fits at once on this device with
+        ``--slots auto`` (:func:`hyperscan.fit.auto_slots`). Builds the study's data, refused
+        if they differ from the study's, and keeps them for :meth:`run_worker`; imports
+        TensorFlow: configure it before, if need be."""
+        from hyperscan.fit import auto_slots  # TensorFlow: only now
+
+        return auto_slots(self.runcard.trial_base, self._data())
+
+    def _data(self) -> Problem:
+        if self._problem is None:
+            self._problem = study_problem(self._setup)
+        return self._problem
+
     def run_worker(
         self,
         *,
@@ -223,15 +240,26 @@ class Study:
         on_start: Callable[[TrialRecord], None] | None = None,
         on_trial: Callable[[TrialRecord], None] | None = None,
         sampler_salt: int | None = None,
+        slots: int = 1,
     ) -> WorkerReport:
         """Take trials in this process until the budget is spent, ``n_trials`` ended,
-        ``timeout`` s passed, or a signal (SIGTERM, Ctrl-C: the running trial is re-queued).
+        ``timeout`` s passed, or a signal (SIGTERM, Ctrl-C: the running trials are re-queued).
 
         ``stop_after`` (s, a batch job's walltime): take no trial not expected to end in the
         time left. ``on_start`` is told of each trial with its drawn values as its fit starts,
-        ``on_trial`` of each as it ends. Imports TensorFlow: configure it before, if need be.
+        ``on_trial`` of each as it ends. ``slots`` > 1 fits that many trials at once in one
+        model, each told as it ends and its slot refilled (see :meth:`auto_slots`); more than
+        the device's memory holds is a :class:`ScanError`. Imports TensorFlow: configure it
+        before, if need be.
         """
+        from hyperscan.fit import max_slots
         from hyperscan.scan._worker import run_worker  # TensorFlow: only now
+
+        if slots > 1 and slots > (most := max_slots(self.runcard.trial_base, self._data())):
+            raise ScanError(
+                f"{slots} trial slots would not fit in this device's memory: it holds "
+                f"{most} of study {self.name!r}'s trials at most ('auto' chooses)"
+            )
 
         def started(trial: optuna.Trial, params: dict) -> None:
             if on_start is not None:
@@ -251,6 +279,8 @@ class Study:
             on_start=started,
             setup=self._setup,
             sampler_salt=sampler_salt,
+            slots=slots,
+            problem=self._problem,
         )
 
 
@@ -411,6 +441,7 @@ class ScanPlan:
     workers: int  # started: at most one per core and per trial left
     trials_left: int
     level1_fits: int = 1  # closure ``fits``: members = fits × folds × replicas
+    slots: int | str = 1  # trials each worker fits at once (an int, or "auto")
 
 
 @dataclass(frozen=True)
@@ -433,11 +464,13 @@ def run_scan(
     name: str | None = None,
     *,
     workers: int = 2,
+    slots: int | str = 1,
     on_event: Callable[[ScanPlan | ScanEvent], None] | None = None,
 ) -> ScanResult:
     """A whole scan on this machine: create the study (or resume it), fail the trials of
     workers that died, run ``workers`` worker processes until the budget is spent, and export
-    the best trial.
+    the best trial. Each worker fits ``slots`` trials at once (``"auto"``: as many as the
+    device holds; see :meth:`Study.run_worker`).
 
     ``on_event`` is told the :class:`ScanPlan` before the workers start, then each
     :class:`ScanEvent`. Ctrl-C or SIGTERM stop the workers cleanly (their running trials are
@@ -467,10 +500,13 @@ def run_scan(
         workers=max(0, min(workers, cores, left)),  # a worker more than the trials left idles
         trials_left=left,
         level1_fits=card.fit.data.level1_fits,
+        slots=slots,
     )
     tell(plan)
     processes = (
-        start_workers(study.name, resolve_url(storage), plan.workers, card.fit.training.threads)
+        start_workers(
+            study.name, resolve_url(storage), plan.workers, card.fit.training.threads, slots
+        )
         if plan.workers
         else []
     )

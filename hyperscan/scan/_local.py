@@ -93,11 +93,12 @@ def usable_cores() -> int:
 
 
 def start_workers(
-    study: str, url: str, workers: int, threads: int | None = None
+    study: str, url: str, workers: int, threads: int | None = None, slots: int | str = 1
 ) -> list[subprocess.Popen]:
     """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
     travels in the environment, not argv. Numbered: worker k salts the sampler seed with k, so
-    a scan with one worker draws the same trials when run again.
+    a scan with one worker draws the same trials when run again. Each fits ``slots`` trials at
+    once (an int, or "auto").
 
     ``-P``: the workers import hyperscan as the ``hyperscan`` command does, not from the working
     folder, which ``-m`` would put first on sys.path: a scan run in a checkout (or any folder
@@ -105,7 +106,7 @@ def start_workers(
     threads = threads or max(1, usable_cores() // workers)
     env = {**os.environ, STORAGE_ENV: resolve_url(url)}
     command = [sys.executable, "-P", "-m", "hyperscan", "worker", "--study", study]
-    command += ["--threads", str(threads), "--quiet"]
+    command += ["--threads", str(threads), "--slots", str(slots), "--quiet"]
     return [
         subprocess.Popen([*command, "--sampler-salt", str(k)], env=env, stdout=subprocess.DEVNULL)
         for k in range(workers)

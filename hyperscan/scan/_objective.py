@@ -25,6 +25,7 @@ from hyperscan.model import HELD_OUT, VALIDATION
 from hyperscan.runcard import (
     CLOSURE_LOSSES,
     PENALTIES,
+    FitRuncard,
     ObjectiveSection,
     RuncardError,
     ScanRuncard,
@@ -55,7 +56,10 @@ class WorkerStopping(Exception):
 
 
 class Objective:
-    """Callable for `study.optimize`: suggest → fit → report → statistics → value or trash."""
+    """Callable for `study.optimize`: suggest → fit → report → statistics → value or trash.
+
+    Its halves, :meth:`start` and :meth:`finish`, serve a worker that fits several trials at
+    once (ask and tell), with a :class:`_Monitor` per trial as its fit's sync hook."""
 
     def __init__(
         self,
@@ -85,13 +89,24 @@ class Objective:
         self._closure: dict = {}
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
+        params, card = self.start(trial)
+        monitor = _Monitor(self, trial)
+        result = (
+            None if self.stop.is_set() else run_fit(card, problem=self.problem, on_sync=monitor)
+        )
+        return self.finish(trial, params, result, monitor)
+
+    def start(self, trial: optuna.Trial) -> tuple[dict, FitRuncard]:
+        """The first half of a trial, before its fit: its drawn values and fit runcard.
+
+        Raises TrialPruned, the trial trashed, when the drawn values make no valid runcard."""
         self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = self.runcard.scan.space.suggest(trial)
         if self.on_start is not None:
             self.on_start(trial, params)
         try:
-            card = self.runcard.trial_runcard(params)
+            return params, self.runcard.trial_runcard(params)
         except RuncardError as error:
             # Each value was checked alone when the study was created; together they can still
             # break a rule (a drawn positivity.max below a drawn initial). A region for the
@@ -99,10 +114,17 @@ class Objective:
             reason = f"the drawn values make no valid fit runcard: {error}"
             trial.set_user_attr(TRASHED_ATTR, reason)
             raise optuna.TrialPruned(f"trashed: {reason}") from None
-        monitor = _Monitor(self, trial)
-        result = (
-            None if self.stop.is_set() else run_fit(card, problem=self.problem, on_sync=monitor)
-        )
+
+    def finish(
+        self,
+        trial: optuna.Trial,
+        params: dict,
+        result: FitResult | None,
+        monitor: _Monitor,
+    ) -> float | list[float]:
+        """The second half of a trial, after its fit (None: never started, the worker
+        stopping): its attributes recorded, and its value returned, or TrialPruned raised
+        (pruned or trashed), or WorkerStopping (re-queued)."""
         # A stop at the fit's last sync, or after it (while its results were computed), cut
         # nothing short: the trial is recorded, not thrown away and fitted again elsewhere.
         if result is None or (monitor.stopped and result.interrupted):

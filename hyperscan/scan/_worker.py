@@ -18,9 +18,11 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.fit import stop_on_signals
+from hyperscan.data import Problem
+from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
+from hyperscan.scan._slotted import overtaken, run_slots
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
 from hyperscan.scan._trial_attrs import requeued as was_requeued
@@ -125,6 +127,8 @@ def run_worker(
     on_start: Callable[[optuna.Trial, dict], None] | None = None,
     setup: StudySetup | None = None,
     sampler_salt: int | None = None,
+    slots: int = 1,
+    problem: Problem | None = None,
 ) -> WorkerReport:
     """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
 
@@ -133,7 +137,9 @@ def run_worker(
     passes what it read as `setup`, so the runcard is not parsed twice.
 
     `stop_after` (seconds from now, a batch job's walltime): take no trial that is not expected
-    to end in the time left (see :func:`expected_trial_seconds`).
+    to end in the time left (see :func:`expected_trial_seconds`). With slots, so is every trial
+    a freed slot takes (its expected time measured on trials fitted with others), so the worker
+    ends with its longest slot, within the walltime.
 
     `on_start` is told of each trial and its drawn values as its fit starts, `on_trial` of each
     trial as it ends.
@@ -141,7 +147,13 @@ def run_worker(
     `sampler_salt` sets this worker apart from the others (see :func:`make_sampler`): the
     workers of `hyperscan scan` are numbered, so that one worker draws the same trials again;
     by default, the process id.
+
+    `slots` > 1 fits that many trials at once in one model (:class:`~hyperscan.fit.TrialBatch`):
+    a trial is told as soon as it ends, and its slot refilled. `problem`: the study's data, if
+    the caller built them already (:func:`study_problem`).
     """
+    if slots < 1:
+        raise ValueError(f"slots must be at least 1, not {slots}")
     deadline = None if stop_after is None else time.monotonic() + stop_after
     url = storage_url(storage)
     with explained_storage_errors(storage):
@@ -152,7 +164,7 @@ def run_worker(
                 url,
                 waits=STORAGE_RETRY_WAITS,
             )
-        problem = study_problem(setup)
+        problem = study_problem(setup) if problem is None else problem
         runcard = setup.runcard
 
         def start() -> tuple[optuna.Study, int]:
@@ -194,13 +206,13 @@ def run_worker(
 
     storage_errors = 0  # consecutive ones, since the last trial that ended
 
-    def within_budget(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    def budget_spent() -> bool:
         nonlocal budget
         budget = stored_budget(study) or budget  # raised or lowered while this worker ran
-        if finished_trials(study) >= budget:
-            study.stop()
+        return finished_trials(study) >= budget
 
-    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+    def ended(trial: optuna.trial.FrozenTrial) -> bool:
+        """Count a trial this worker ended; whether to take no more."""
         nonlocal done, requeued, storage_errors
         done += 1
         requeued += was_requeued(trial)
@@ -208,8 +220,38 @@ def run_worker(
         own.extend(trial_seconds([trial]))
         if on_trial is not None:
             on_trial(trial)
-        if stop.is_set() or out_of_walltime():
+        return stop.is_set() or out_of_walltime()
+
+    def within_budget(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if budget_spent():
             study.stop()
+
+    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if ended(trial):
+            study.stop()
+
+    def dropped() -> None:
+        nonlocal done
+        _logger.warning(
+            "trial result dropped: another worker failed the trial as stale (no "
+            "heartbeat for the grace period) and re-queued it"
+        )
+        done += 1
+
+    def wait_out(error: Exception) -> None:
+        """Wait out a transient storage error (the database restarted, a connection dropped)
+        on the retry schedule; raise it, explained, once the schedule is spent, and any other
+        error as it is."""
+        nonlocal storage_errors
+        if not transient_error(error):
+            raise error
+        cause = describe_error(error, url)
+        if storage_errors == len(STORAGE_RETRY_WAITS):
+            raise cause from error
+        wait = STORAGE_RETRY_WAITS[storage_errors]
+        storage_errors += 1
+        _logger.warning("%s; trying again in %d s", cause, wait)
+        stop.wait(wait)
 
     def room_for_one(taken: int) -> bool:
         # Asked as a trial is taken, under the storage's lock: finished and running trials
@@ -220,7 +262,34 @@ def run_worker(
     spent = False  # the gate refused a trial: the budget is taken
     gate_takes(study, room_for_one)
     with stop_on_signals(stop), _quiet_stops(), _gate_removed(study):
-        while not stop.is_set():
+        if slots > 1:
+
+            def may_take(in_flight: int) -> bool:
+                return not (
+                    stop.is_set()
+                    or (n_trials is not None and done + in_flight >= n_trials)
+                    or (timeout is not None and time.monotonic() - started >= timeout)
+                    or out_of_walltime()
+                )
+
+            def told(trial: optuna.trial.FrozenTrial) -> bool:
+                return ended(trial) | budget_spent()  # counted first, whatever the storage
+
+            spent = run_slots(
+                study,
+                objective,
+                TrialBatch(
+                    runcard.trial_base,
+                    problem,
+                    slots,
+                    reserve=runcard.scan.space.widest(runcard.trial_base),
+                ),
+                may_take=may_take,
+                told=told,
+                dropped=dropped,
+                wait_out=wait_out,
+            )
+        while slots == 1 and not stop.is_set():
             try:
                 study.optimize(
                     objective,
@@ -234,33 +303,18 @@ def run_worker(
             except BudgetSpent:
                 spent = True
                 break
-            except (UpdateFinishedTrialError, ValueError) as error:
-                # Another worker failed this trial as stale (its heartbeat came late, e.g. on
-                # an overloaded node) and re-queued it: drop this result and go on. Optuna
-                # reports it as UpdateFinishedTrialError, or, when the objective's own write
-                # hit the finished trial, as "Cannot tell a FAIL trial".
-                if isinstance(error, ValueError) and not str(error).startswith("Cannot tell a"):
-                    raise
-                _logger.warning(
-                    "trial result dropped: another worker failed the trial as stale (no "
-                    "heartbeat for the grace period) and re-queued it"
-                )
-                done += 1
-                if n_trials is not None and done >= n_trials:
-                    break
             except Exception as error:
-                # The database restarted or a connection dropped mid-trial: wait, re-queue the
-                # trial it cut short (or, if the storage is still away, the next worker does
-                # after the grace period), and go on.
-                if not transient_error(error):
-                    raise
-                cause = describe_error(error, url)
-                if storage_errors == len(STORAGE_RETRY_WAITS):
-                    raise cause from error
-                wait = STORAGE_RETRY_WAITS[storage_errors]
-                storage_errors += 1
-                _logger.warning("%s; trying again in %d s", cause, wait)
-                stop.wait(wait)
+                if overtaken(error):
+                    # Another worker failed this trial as stale (its heartbeat came late,
+                    # e.g. on an overloaded node) and re-queued it: drop this result, go on.
+                    dropped()
+                    if n_trials is not None and done >= n_trials:
+                        break
+                    continue
+                # The database restarted or a connection dropped mid-trial: wait, re-queue
+                # the trial it cut short (or, if the storage is still away, the next worker
+                # does after the grace period), and go on.
+                wait_out(error)
                 if objective.last_trial_id is not None:
                     with suppress(Exception):  # the storage still away: the grace period will do
                         requeue_cut_short(study, objective.last_trial_id)

@@ -15,10 +15,10 @@ connection into a StorageError.
 
 Laid out as Optuna's ``storages``: URLs (``_url``, ``_redact``), the translation of errors
 (``_errors``, a table of causes), the journal (``_journal``, its lock ``_lock``, reading a
-damaged one ``_salvage``), databases (``_rdb``), trials whose worker is lost (``_stale``),
-retries through an outage (``_retry``), exact budgets (``_take``). It is the only part of
-hyperscan that touches Optuna's
-internals; what the rest needs of them, ``_internals`` gives under public names.
+damaged one ``_salvage``), databases (``_rdb``), heartbeats (``_heartbeat``), trials whose
+worker is lost (``_stale``), retries through an outage (``_retry``), exact budgets
+(``_take``). It is the only part of hyperscan that touches Optuna's internals; what the rest
+needs of them, ``_internals`` gives under public names.
 """
 
 from hyperscan.scan.storage._constants import (
@@ -34,6 +34,7 @@ from hyperscan.scan.storage._errors import (
     transient_error,
 )
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
+from hyperscan.scan.storage._heartbeat import TrialHeartbeats
 from hyperscan.scan.storage._internals import study_storage, trial_id, trial_log
 from hyperscan.scan.storage._journal import HeartbeatJournalStorage
 from hyperscan.scan.storage._open import load_study, open_storage, study_names
@@ -61,6 +62,7 @@ __all__ = [
     "Salvage",
     "StorageError",
     "TakeGate",
+    "TrialHeartbeats",
     "describe_error",
     "errors_described",
     "explained_storage_errors",

@@ -5,14 +5,17 @@ that name the trial."""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
 
 import optuna
+from optuna.storages._heartbeat import is_heartbeat_enabled
 from optuna.trial import FrozenTrial
 
 from hyperscan.scan.storage._exceptions import StorageError
+from hyperscan.scan.storage._internals import study_storage
 
 _logger = logging.getLogger(__name__)
 StaleTrialCallback = Callable[[optuna.Study, FrozenTrial], None]
@@ -51,3 +54,50 @@ class NamedHeartbeats:
         number = self._trial_numbers.get(trial_id)
         trial = f"trial {number}" if number is not None else f"the trial of id {trial_id}"
         _logger.warning("could not record the heartbeat of %s: %s", trial, error)
+
+
+class TrialHeartbeats:
+    """One thread beating for every trial a worker has in flight, every heartbeat interval
+    of the study's storage (none without heartbeats).
+
+    Optuna's ``optimize`` beats for its one trial; its ``ask`` and ``tell`` beat for none, so
+    a worker fitting several trials at once beats for them itself. A trial is beaten as it is
+    added, and never after :meth:`remove` returns: a late beat would bring back the journal's
+    heartbeat file of a finished trial."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        storage = study_storage(study)
+        self._storage = storage if is_heartbeat_enabled(storage) else None
+        self._trials: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> TrialHeartbeats:
+        if self._storage is not None:
+            self._thread = threading.Thread(target=self._beat, name="heartbeats", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def add(self, trial_id: int) -> None:
+        with self._lock:
+            self._trials.add(trial_id)
+            if self._storage is not None:
+                self._storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]
+
+    def remove(self, trial_id: int) -> None:
+        with self._lock:
+            self._trials.discard(trial_id)
+
+    def _beat(self) -> None:
+        assert self._storage is not None
+        interval = self._storage.get_heartbeat_interval()  # type: ignore[attr-defined]
+        while not self._stop.wait(interval):
+            with self._lock:
+                for trial_id in sorted(self._trials):
+                    self._storage.record_heartbeat(trial_id)  # type: ignore[attr-defined]

@@ -1,0 +1,192 @@
+"""A worker's trials fitted P at a time in one model (issue 40): each asked of the study as a
+slot frees, each told as soon as it ends, while the others go on training.
+
+Optuna's ``optimize`` runs one trial at a time; this loop uses its ``ask`` and ``tell`` and
+does itself what ``optimize`` does around a trial: fail the trials of dead workers before
+asking, beat for every trial in flight (:class:`TrialHeartbeats`), tell a trial pruned or
+failed. What a trial is (its values, attributes, re-queue on a stop) is the
+:class:`Objective`'s, as with one slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import FrozenTrial, TrialState
+
+from hyperscan.fit import FitResult, SyncReport, TrialBatch, run_fit
+from hyperscan.scan._objective import Objective, WorkerStopping, _Monitor
+from hyperscan.scan.storage import (
+    BudgetSpent,
+    TrialHeartbeats,
+    fail_stale_trials,
+    requeue_cut_short,
+    transient_error,
+    trial_id,
+)
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Slot:
+    """A trial in flight: its drawn values, its fit's sync hook, and what cut it short."""
+
+    trial: optuna.Trial
+    params: dict
+    monitor: _Monitor
+    # A storage error in a sync (its report not written), or the trial failed as stale by
+    # another worker: the trial ended at that sync, and is handled as its worker handles it.
+    error: Exception | None = None
+
+    def on_sync(self, report: SyncReport) -> bool:
+        if self.error is not None:
+            return True
+        try:
+            return self.monitor(report)
+        except UpdateFinishedTrialError as error:
+            self.error = error
+        except Exception as error:
+            if not transient_error(error):
+                raise
+            self.error = error
+        return True
+
+
+def overtaken(error: Exception) -> bool:
+    """Whether ``error`` says another worker failed the trial as stale (its heartbeat came
+    late) and re-queued it: Optuna's UpdateFinishedTrialError, or, when the trial's own tell
+    hit the finished trial, "Cannot tell a FAIL trial"."""
+    return isinstance(error, UpdateFinishedTrialError) or (
+        isinstance(error, ValueError) and str(error).startswith("Cannot tell a")
+    )
+
+
+def run_slots(
+    study: optuna.Study,
+    objective: Objective,
+    batch: TrialBatch,
+    *,
+    may_take: Callable[[int], bool],
+    told: Callable[[FrozenTrial], bool],
+    dropped: Callable[[], None],
+    wait_out: Callable[[Exception], None],
+) -> bool:
+    """Keep ``batch``'s slots full of the study's trials until ``may_take`` (told how many
+    trials are in flight) refuses another and those in flight ended; True if the budget's
+    gate refused one (the budget is taken).
+
+    ``told`` is told of each trial told to the study (re-queued ones included) and answers
+    whether to take no more; ``dropped`` of each trial another worker failed as stale;
+    ``wait_out`` of each transient storage error that cut a trial short, which it waits out
+    (or raises); the trial is then re-queued at once.
+    """
+    slots: dict[int, _Slot] = {}
+    spent = halted = False
+    with TrialHeartbeats(study) as beats:
+
+        def end(slot: _Slot, result: FitResult | None) -> bool:
+            """Tell the study how ``slot``'s trial ended; whether to take no more trials."""
+            number = slot.trial.number
+            try:
+                if slot.error is not None:
+                    raise slot.error
+                state, value = _outcome(objective, slot, result)
+                beats.remove(trial_id(slot.trial))  # no beat once the trial is told
+                return told(study.tell(slot.trial, value, state=state))
+            except Exception as error:
+                beats.remove(trial_id(slot.trial))
+                if overtaken(error):
+                    dropped()
+                    return False
+                wait_out(error)  # raises what is not a transient storage error
+                with suppress(Exception):  # the storage still away: the grace period will do
+                    requeue_cut_short(study, trial_id(slot.trial))
+                return False
+            finally:
+                slots.pop(number, None)
+
+        while True:
+            asking = not (halted or objective.stop.is_set()) and batch.free_slots
+            if asking:
+                try:
+                    spent, halted = _fill(study, objective, batch, slots, beats, may_take, end)
+                except Exception as error:  # failing stale trials, or an ask
+                    wait_out(error)  # raises what is not a transient storage error
+                    if not slots:
+                        continue  # ask again
+            if not slots:
+                return spent
+            for key, result in batch.advance():
+                halted |= end(slots[key], result)
+
+
+def _fill(
+    study: optuna.Study,
+    objective: Objective,
+    batch: TrialBatch,
+    slots: dict[int, _Slot],
+    beats: TrialHeartbeats,
+    may_take: Callable[[int], bool],
+    end: Callable[[_Slot, FitResult | None], bool],
+) -> tuple[bool, bool]:
+    """Ask the study for trials while a slot is free and ``may_take``; returns whether the
+    budget is taken and whether to take no more."""
+    if not may_take(len(slots)):
+        return False, False
+    # What Optuna's optimize does before each trial it asks for: a dead worker's trial is
+    # failed and queued again, so that a worker takes it.
+    fail_stale_trials(study, requeue=True)
+    halted = False
+    while batch.free_slots and not halted and may_take(len(slots)):
+        try:
+            with warnings.catch_warnings():
+                # "Heartbeat of storage is supposed to be used with Study.optimize": beaten here.
+                warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+                trial = study.ask()
+        except BudgetSpent:
+            return True, True
+        beats.add(trial_id(trial))
+        slot = _Slot(trial, {}, _Monitor(objective, trial))
+        slots[trial.number] = slot
+        try:
+            slot.params, card = objective.start(trial)
+        except optuna.TrialPruned:  # trashed: its drawn values make no fit runcard
+            halted = end(slot, None)
+            continue
+        except Exception as error:
+            if not (transient_error(error) or isinstance(error, UpdateFinishedTrialError)):
+                raise
+            slot.error = error
+            halted = end(slot, None)
+            continue
+        try:
+            batch.place(trial.number, card, on_sync=slot.on_sync)
+        except ValueError as error:
+            # Its values change what one model's members share (a searched
+            # data.training_fraction, training.precision, ...): fitted alone, the others wait.
+            _logger.warning("trial %d fitted alone: %s", trial.number, error)
+            result = run_fit(card, problem=objective.problem, on_sync=slot.on_sync)
+            halted = end(slot, result)
+    return False, halted
+
+
+def _outcome(
+    objective: Objective, slot: _Slot, result: FitResult | None
+) -> tuple[TrialState | None, float | list[float] | None]:
+    """The state and value to tell of ``slot``'s trial: its value (state None), PRUNED
+    (pruned or trashed) or FAIL (the worker stopping: re-queued)."""
+    if result is None:  # trashed before its fit: its reason is stored already
+        return TrialState.PRUNED, None
+    try:
+        return None, objective.finish(slot.trial, slot.params, result, slot.monitor)
+    except optuna.TrialPruned:
+        return TrialState.PRUNED, None
+    except WorkerStopping:
+        return TrialState.FAIL, None
