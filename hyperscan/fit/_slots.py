@@ -13,7 +13,7 @@ optimiser rebuilds the model once, carrying the trials in flight over unchanged.
 
 A trial's members never couple with another trial's, so each trial's result is what
 `run_fit` of its runcard gives, up to the rounding of the padded products
-(tests/fit/test_slots.py).
+(tests/fit/test_trial_batch.py).
 """
 
 from __future__ import annotations
