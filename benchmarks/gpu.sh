@@ -6,7 +6,8 @@
 #                           TensorFlow; otherwise a venv .venv-gpu is made with
 #                           pip install -e . 'tensorflow[and-cuda]' (needs PyPI once, ~3 GB)
 # Prints the GPU (nvidia-smi), then benchmarks/gpu_fit.py's figures, then the same fit's
-# first 100 epochs on the CPU for scale. A node with jaxlib but no TensorFlow runs the same
+# first 100 epochs on the CPU for scale, then benchmarks/slots.py's trials per hour by trial
+# slots (without n3fit; the peer card's scan where ../shared/peer is there). A node with jaxlib but no TensorFlow runs the same
 # fit through benchmarks/xla_bundle.py instead (exported where hyperscan runs).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -33,3 +34,8 @@ cd "$ROOT"
 "$PYTHON" benchmarks/gpu_fit.py --replicas "$REPLICAS" --epochs "$EPOCHS" --device gpu:0
 echo "--- the same fit on this node's CPU, 100 epochs, for scale"
 "$PYTHON" benchmarks/gpu_fit.py --replicas "$REPLICAS" --epochs 100 --steps-per-call 50 --device cpu
+echo "--- a scan worker with P trial slots on gpu:0: trials per hour by P (issue #40)"
+SCANS="dis"
+[ -f "$ROOT/../shared/peer/runcards/hyperopt.yml" ] && SCANS="peer dis"
+# shellcheck disable=SC2086  # two words when the peer kit is there
+"$PYTHON" benchmarks/slots.py --n3fit-trials 0 --scans $SCANS --slots 1 16 64 auto --trials 128

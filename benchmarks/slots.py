@@ -43,6 +43,7 @@ from vs_n3fit import (
 )
 
 DIS_SCAN = ROOT / "studies" / "dis-nlo-scan.yml"
+PEER = "peer card (2 folds × 1 replica)"
 #: The k-fold DIS scan's folds, as n3fit's practice: each mixes processes or beams, and every
 #: dataset a fold holds out has a twin the fold still fits.
 DIS_FOLDS = [
@@ -104,6 +105,7 @@ def per_hour(trials: int, seconds: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slots", nargs="+", default=["1", "4", "16", "auto"])
+    parser.add_argument("--scans", nargs="+", choices=["peer", "dis"], default=["peer", "dis"])
     parser.add_argument("--trials", type=int, default=32, help="trials of each scan with P > 1")
     parser.add_argument("--trials-one", type=int, default=8, help="trials with P = 1")
     parser.add_argument("--dis-epochs", type=int, default=1000)
@@ -117,12 +119,15 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     print(machine(), flush=True)
 
-    scans = {
-        "peer card (2 folds × 1 replica)": hyperscan_scan_card(work, args.kit, args.trials),
-        "k-fold DIS (4 folds × 1 replica)": dis_kfold_card(work, args.trials, args.dis_epochs),
-    }
+    scans = {}
+    if "peer" in args.scans:
+        scans[PEER] = hyperscan_scan_card(work, args.kit, args.trials)
+    if "dis" in args.scans:
+        scans["k-fold DIS (4 folds × 1 replica)"] = dis_kfold_card(
+            work, args.trials, args.dis_epochs
+        )
     n3fit_rate = None
-    if args.n3fit_trials:
+    if args.n3fit_trials and PEER in scans:
         ensure_peer(args.peer, args.kit)
         n = args.n3fit_trials
         n3 = run_peer(
@@ -153,8 +158,8 @@ def main() -> None:
                 flush=True,
             )
 
-    if args.seeds:
-        card = scans["peer card (2 folds × 1 replica)"]
+    if args.seeds and PEER in scans:
+        card = scans[PEER]
         packed = max(args.slots, key=lambda s: -1 if s == "auto" else int(s))
         print(f"\n== best value after {args.trials} trials of the peer scan, by sampler seed")
         print(f"  {'seed':>6}{'P = 1':>12}{f'P = {packed}':>12}")
