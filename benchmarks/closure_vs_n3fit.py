@@ -188,9 +188,9 @@ def n3fit_side(args: argparse.Namespace, work: Path, problem: Problem) -> list[d
     return fits
 
 
-def hyperscan_side(args: argparse.Namespace) -> list[dict]:
-    """hyperscan's F level-1 fits (level-1 seeds 0..F-1), as closure_real.py fits them."""
-    options = argparse.Namespace(
+def closure_options(args: argparse.Namespace) -> argparse.Namespace:
+    """closure_real.py's options for this run's study, replicas and epochs."""
+    return argparse.Namespace(
         runcard=STUDY,
         replicas=args.replicas,
         epochs=args.epochs,
@@ -199,6 +199,11 @@ def hyperscan_side(args: argparse.Namespace) -> list[dict]:
         data_seed=None,
         save_dir=args.save_dir,
     )
+
+
+def hyperscan_side(args: argparse.Namespace) -> list[dict]:
+    """hyperscan's F level-1 fits (level-1 seeds 0..F-1), as closure_real.py fits them."""
+    options = closure_options(args)
     fits = []
     for seed in range(args.fits):
         started = time.perf_counter()
@@ -297,15 +302,8 @@ def main() -> None:
         f"  {args.fits} level-1 fits × {args.replicas} replicas per code, ≤ {args.epochs} "
         f"epochs; work folder {work}"
     )
-    options = argparse.Namespace(
-        runcard=STUDY,
-        replicas=args.replicas,
-        epochs=args.epochs,
-        patience=None,
-        training_fraction=None,
-        data_seed=None,
-    )
-    problem = load_problem(closure_real.fit_runcard(options, 0))  # truth, t0 covariance
+    # the truth and the t0 covariance
+    problem = load_problem(closure_real.fit_runcard(closure_options(args), 0))
     n3fit = n3fit_side(args, work, problem)
     hyperscan = hyperscan_side(args)
     summary = report(n3fit, hyperscan)

@@ -61,7 +61,9 @@ def export(directory: Path, replicas: int, size: str = "nnpdf40") -> None:
     trainer = Trainer(model, settings, params)
     steps = tf.constant(1)
     compiler_ir = trainer.steps_function.experimental_get_compiler_ir(steps)
-    by_handle = {id(v.handle): (name, v) for name, v in _named(trainer.variables)}
+    # Variables the loop only reads (per-member settings) are inputs like the constants.
+    by_handle = {id(v.handle): ("constant", v) for v in trainer.read_only_variables}
+    by_handle |= {id(v.handle): (name, v) for name, v in _named(trainer.variables)}
     arguments, labels = [], []
     # The module's parameters after the step count: the function's captured inputs, in order.
     for value in trainer.steps_function.get_concrete_function(steps).captured_inputs:

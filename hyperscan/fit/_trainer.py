@@ -265,6 +265,13 @@ class Trainer:
         return self._variables
 
     @property
+    def read_only_variables(self) -> list[tf.Variable]:
+        """The variables the compiled loop reads and never updates: the per-member settings
+        and the gradient mask, which only `restart` changes between calls."""
+        mask = [] if self._gradient_mask is None else [self._gradient_mask]
+        return [*self._settings.values(), *mask]
+
+    @property
     def state(self) -> dict:
         """The batch's current state as a nest of tensors (a snapshot, not the variables)."""
         return tf.nest.map_structure(tf.cast, self._variables, self._dtypes)

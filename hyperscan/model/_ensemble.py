@@ -162,12 +162,17 @@ class EnsembleModel:
         if self.shapes is not None or not np.array_equal(self._categories, members.categories):
             raise ValueError("other members need this model's split, unpadded")
         model = copy.copy(self)
-        model.activations = tuple(activations)
-        model.alpha, model.beta = members.alpha, members.beta
-        model._data = self._constant(members.data)
-        x_all = np.concatenate([self.xgrid, self._quadrature.x])
-        model._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
+        model.use_inputs(members, activations)
         return model
+
+    def use_inputs(self, members: MemberInputs, activations: Sequence[str]) -> None:
+        """Take the pseudodata, preprocessing and activations of `members` (`with_inputs`'s
+        copy does, so that the model it was copied from keeps its own)."""
+        self.activations = tuple(activations)
+        self.alpha, self.beta = members.alpha, members.beta
+        self._data = self._constant(members.data)
+        x_all = np.concatenate([self.xgrid, self._quadrature.x])
+        self._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
 
     def refillable(self) -> EnsembleModel:
         """This model with what differs between members of one split (pseudodata,

@@ -9,14 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from _exportgrids import N3FIT_LABELS, N3FIT_X, toy_exportgrid
 
 from hyperscan.data import real_problem
-from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT.parent / "shared" / "peer"
-N3FIT_LABELS = ["TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON"]
-N3FIT_LABELS += ["D", "U", "S", "C", "B", "T", "PHT"]
 
 
 def _benchmark():
@@ -80,12 +78,7 @@ def test_an_ensemble_of_scaled_toy_pdfs_has_the_estimators_of_its_scale_factors(
     # linear, so T_r = (1 + a_r) T_true, bias = mean(a)² t and variance = var(a) t with
     # t = T_trueᵀ C⁻¹ T_true / N, and R_bv = |mean(a)| / std(a).
     bench = _benchmark()
-    x = np.concatenate([np.geomspace(1e-9, 0.1, 100, endpoint=False), np.linspace(0.1, 1, 96)])
-    physical = _toy_physical(x)
-    names = {"ubar": "UBAR", "dbar": "DBAR", "sbar": "SBAR", "cbar": "CBAR", "g": "GLUON"}
-    exportgrid = np.zeros((x.size, len(N3FIT_LABELS)))
-    for column, flavour in enumerate(PHYSICAL_FLAVOURS):
-        exportgrid[:, N3FIT_LABELS.index(names.get(flavour, flavour.upper()))] = physical[:, column]
+    x, exportgrid = N3FIT_X, toy_exportgrid()
     scales = np.array([0.010, 0.030, -0.005, 0.025])
     replicas = [{"x": x, "xf": (1 + a) * exportgrid, "labels": N3FIT_LABELS} for a in scales]
 

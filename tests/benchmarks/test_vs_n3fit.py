@@ -8,16 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _exportgrids import N3FIT_LABELS, N3FIT_X, toy_exportgrid
 
 from hyperscan.data import experimental_chi2, grid_predictions, real_problem
-from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 from hyperscan.runcard import load_scan_runcard
 from hyperscan.scan._study import check_new_study
 
 ROOT = Path(__file__).resolve().parents[2]
 KIT = ROOT.parent / "shared" / "peer"
-N3FIT_LABELS = ["TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON"]
-N3FIT_LABELS += ["D", "U", "S", "C", "B", "T", "PHT"]
 
 
 def _benchmark():
@@ -34,12 +32,7 @@ def test_an_exportgrid_of_the_toy_pdf_gives_the_toy_predictions():
     # predictions of the real datasets: flavour labels, rotation and interpolation at once.
     bench = _benchmark()
     # n3fit's exportgrid: 196 nodes, logarithmic below x = 0.1 and linear above.
-    x = np.concatenate([np.geomspace(1e-9, 0.1, 100, endpoint=False), np.linspace(0.1, 1, 96)])
-    physical = _toy_physical(x)
-    names = {"ubar": "UBAR", "dbar": "DBAR", "sbar": "SBAR", "cbar": "CBAR", "g": "GLUON"}
-    exportgrid = np.zeros((x.size, len(N3FIT_LABELS)))
-    for column, flavour in enumerate(PHYSICAL_FLAVOURS):
-        exportgrid[:, N3FIT_LABELS.index(names.get(flavour, flavour.upper()))] = physical[:, column]
+    x, exportgrid = N3FIT_X, toy_exportgrid()
 
     problem = real_problem(closure_level=0)  # central values = truth = toy predictions
     grid = np.unique(np.concatenate([d.xgrid for d in problem.datasets]))

@@ -26,6 +26,7 @@ import pytest
 import sqlalchemy
 import yaml
 from click.testing import CliRunner, Result
+from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.cli import main
@@ -108,6 +109,35 @@ def merged(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
 def scan_card(*, scan: dict[str, Any] | None = None, **fit: Any) -> dict[str, Any]:
     """The tiny scan runcard with changes to its `scan` section and to fit sections."""
     return merged(TINY_SCAN, {**fit, "scan": scan or {}})
+
+
+def dropped_connection(statement: str = "SELECT trials") -> Exception:
+    """What Optuna raises when the database goes away under `statement`."""
+    try:
+        raise sqlalchemy.exc.OperationalError(
+            statement, {}, Exception("server closed the connection unexpectedly")
+        )
+    except sqlalchemy.exc.OperationalError as cause:
+        try:
+            raise StorageInternalError("An exception is raised during the commit.") from cause
+        except StorageInternalError as error:
+            return error
+
+
+def fail_first_result(storage: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The first COMPLETE written to `storage` raises a dropped connection instead; the list
+    it returns gets that trial's id."""
+    write = storage.set_trial_state_values
+    outages: list[int] = []
+
+    def fails_once(trial_id, state, values=None):
+        if state == TrialState.COMPLETE and not outages:
+            outages.append(trial_id)
+            raise dropped_connection("UPDATE trials")
+        return write(trial_id, state, values)
+
+    monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
+    return outages
 
 
 def write_card(path: Path, card: dict[str, Any]) -> Path:

@@ -16,7 +16,6 @@ from typing import Any
 
 import optuna
 import pytest
-import sqlalchemy
 from _service import (
     ADAM,
     DIVERGENCE_REASON,
@@ -29,13 +28,13 @@ from _service import (
     by_state,
     cli,
     create,
+    fail_first_result,
     long_card,
     scan_card,
     worker_done,
     write_card,
 )
 from _waiting import wait_for
-from optuna.exceptions import StorageInternalError
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
@@ -348,19 +347,6 @@ def test_auto_slots_are_said_and_too_many_refused(tmp_path):
     assert f"{too_many} trial slots would not fit in this device's memory: it holds " in refused
 
 
-def _dropped_connection() -> StorageInternalError:
-    """What Optuna raises when the database goes away under a write."""
-    try:
-        raise sqlalchemy.exc.OperationalError(
-            "UPDATE trials", {}, Exception("server closed the connection unexpectedly")
-        )
-    except sqlalchemy.exc.OperationalError as cause:
-        try:
-            raise StorageInternalError("An exception is raised during the commit.") from cause
-        except StorageInternalError as error:
-            return error
-
-
 def _short_storage(path: Path, **options: Any) -> Any:
     return open_storage(
         str(path), heartbeat_interval=HEARTBEAT_INTERVAL, grace_period=GRACE_PERIOD, **options
@@ -374,16 +360,7 @@ def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch,
         scan_runcard_from_dict(scan_card()), _short_storage(tmp_path / "s.j", create=True), "o"
     )
     storage = _short_storage(tmp_path / "s.j")
-    write = storage.set_trial_state_values
-    outages = []
-
-    def fails_once(trial_id, state, values=None):
-        if state == TrialState.COMPLETE and not outages:
-            outages.append(trial_id)
-            raise _dropped_connection()
-        return write(trial_id, state, values)
-
-    monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
+    outages = fail_first_result(storage, monkeypatch)
     monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
     with caplog.at_level(logging.WARNING):
         report = run_worker("o", storage, slots=SLOTS)

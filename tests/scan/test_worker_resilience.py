@@ -12,9 +12,9 @@ import warnings
 
 import optuna
 import pytest
-import sqlalchemy
+from _service import dropped_connection, fail_first_result
 from click.testing import CliRunner
-from optuna.exceptions import StorageInternalError, UpdateFinishedTrialError
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
@@ -134,21 +134,7 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
         scan_runcard_from_dict(TINY_SCAN), _storage(tmp_path / "s.journal", create=True), "o"
     )
     storage = _storage(tmp_path / "s.journal")
-    write = storage.set_trial_state_values
-    outages = []
-
-    def fails_once(trial_id, state, values=None):
-        if state == TrialState.COMPLETE and not outages:
-            outages.append(trial_id)
-            try:
-                raise sqlalchemy.exc.OperationalError(
-                    "UPDATE trials", {}, Exception("server closed the connection unexpectedly")
-                )
-            except sqlalchemy.exc.OperationalError as cause:
-                raise StorageInternalError("An exception is raised during the commit.") from cause
-        return write(trial_id, state, values)
-
-    monkeypatch.setattr(storage, "set_trial_state_values", fails_once)
+    outages = fail_first_result(storage, monkeypatch)
     monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
     with caplog.at_level(logging.WARNING):
         report = run_worker("o", storage)
@@ -176,19 +162,6 @@ def _rendered(lines: list[str]):
     return lambda event: lines.append(event_line(event))
 
 
-def _dropped_connection() -> StorageInternalError:
-    """What Optuna raises when the database goes away under a query."""
-    try:
-        raise sqlalchemy.exc.OperationalError(
-            "SELECT trials", {}, Exception("server closed the connection unexpectedly")
-        )
-    except sqlalchemy.exc.OperationalError as cause:
-        try:
-            raise StorageInternalError("invalid data in the commit") from cause
-        except StorageInternalError as error:
-            return error
-
-
 def test_a_storage_outage_as_a_worker_starts_is_waited_out_then_a_message(
     tmp_path, monkeypatch, caplog
 ):
@@ -201,7 +174,7 @@ def test_a_storage_outage_as_a_worker_starts_is_waited_out_then_a_message(
     storage = _storage(tmp_path / "s.journal")
 
     def gone(*args, **kwargs):
-        raise _dropped_connection()
+        raise dropped_connection()
 
     monkeypatch.setattr(storage, "get_all_trials", gone)
     monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (0.1, 0.1))
@@ -277,7 +250,7 @@ def test_the_scan_supervisor_waits_out_a_storage_outage():
     """`hyperscan scan` polls the study while its workers run: an outage is said once and
     waited out, as the workers wait it out, instead of ending the scan and orphaning them."""
     finished = optuna.trial.create_trial(value=1.0)
-    answers = [_dropped_connection(), _dropped_connection(), [finished]]
+    answers = [dropped_connection(), dropped_connection(), [finished]]
 
     class Study:
         def get_trials(self, deepcopy=True):
