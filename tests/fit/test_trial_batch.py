@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import tiny_card
+from _cards import tiny_card
 
 from hyperscan.data import load_problem
 from hyperscan.fit import TrialBatch, run_fit
