@@ -148,34 +148,41 @@ class Trainer:
         self._shapes = [p.shape[1:] for p in initial_params]
         self._sizes = [int(np.prod(shape)) for shape in self._shapes]
         self._columns = variable_columns(self._sizes, dtype)
-        params = tf.constant(
-            np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in initial_params], axis=1),
-            dtype,
-        )
         members = model.n_members
         initial_state = {
             "step": tf.constant(0, tf.int32),
-            # The step at which each member started: a trial batch (fit/_slots.py) starts a
-            # refilled slot's members mid-loop; every member counts its own steps from it.
-            "start": tf.zeros([members], tf.int32),
-            "params": params,
-            "optimizer": self._optimizer_init(params),
-            "member_steps": tf.zeros([members], tf.int32),
-            "lam": tf.constant(settings.lambda_initial, dtype),
-            "status": tf.fill([members], RUNNING),
-            "best_val": tf.fill([members], tf.constant(np.inf, dtype)),
-            "best_step": tf.fill([members], -1),
-            "since_best": tf.zeros([members], tf.int32),
-            "stop_step": tf.fill([members], -1),
-            "divergence": tf.zeros([members], tf.int32),
-            "best_params": params,
-            "chi2": tf.zeros([members, 3], dtype),
+            **self._fresh(initial_params, settings.lambda_initial, 0),
         }
         self._dtypes = tf.nest.map_structure(lambda value: value.dtype, initial_state)
         # The final state of the members that left the batch, (M, ...) numpy in the model's
         # order (the rows of the batch's members are stale); None while all are in the batch.
         self._left: dict | None = None
         self._load(np.arange(members), initial_state)
+
+    def _fresh(self, params: Sequence[np.ndarray], lambda_initial: np.ndarray, start: int) -> dict:
+        """The state of members that start at step `start` from weights `params` (M, ...):
+        each counts its own steps from its start, so that a trial batch (fit/_slots.py) can
+        start a refilled slot's members mid-loop."""
+        dtype = self.model.dtype
+        flat = tf.constant(
+            np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in params], axis=1), dtype
+        )
+        members = flat.shape[0]
+        return {
+            "start": tf.fill([members], start),
+            "params": flat,
+            "optimizer": self._optimizer_init(flat),
+            "member_steps": tf.zeros([members], tf.int32),
+            "lam": tf.constant(lambda_initial, dtype),
+            "status": tf.fill([members], RUNNING),
+            "best_val": tf.fill([members], tf.constant(np.inf, dtype)),
+            "best_step": tf.fill([members], -1),
+            "since_best": tf.zeros([members], tf.int32),
+            "stop_step": tf.fill([members], -1),
+            "divergence": tf.zeros([members], tf.int32),
+            "best_params": flat,
+            "chi2": tf.zeros([members, 3], dtype),
+        }
 
     def _load(self, members: np.ndarray, state: dict) -> None:
         """Make `members` (indices into the model's) the batch, with `state` their state:
@@ -530,26 +537,7 @@ class Trainer:
             raise ValueError("members cannot restart in a compacted batch")
         if set(settings.optimizer.tolist()) - set(self._optimizers):
             raise ValueError("a restarted member's optimiser kind must be one the loop has")
-        dtype = self.model.dtype
-        flat = tf.constant(
-            np.concatenate([np.reshape(p, (p.shape[0], -1)) for p in params], axis=1), dtype
-        )
-        n = len(members)
-        fresh = {
-            "start": np.full(n, int(self._variables["step"].numpy())),
-            "params": flat,
-            "optimizer": self._optimizer_init(flat),
-            "member_steps": np.zeros(n),
-            "lam": settings.lambda_initial,
-            "status": np.full(n, RUNNING),
-            "best_val": np.full(n, np.inf),
-            "best_step": np.full(n, -1),
-            "since_best": np.zeros(n),
-            "stop_step": np.full(n, -1),
-            "divergence": np.zeros(n),
-            "best_params": flat,
-            "chi2": np.zeros((n, 3)),
-        }
+        fresh = self._fresh(params, settings.lambda_initial, int(self._variables["step"].numpy()))
         rows = tf.constant(members[:, None], tf.int64)
         for name, value in fresh.items():
             tf.nest.map_structure(
