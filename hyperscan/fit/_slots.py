@@ -114,10 +114,6 @@ class TrialBatch:
         self.builds = 0
 
     @property
-    def members_per_trial(self) -> int:
-        return len(self._specs)
-
-    @property
     def free_slots(self) -> int:
         return sum(slot is None for slot in self._slots)
 
@@ -188,14 +184,11 @@ class TrialBatch:
 
     def drop(self, key: Hashable) -> None:
         """Take trial `key` out of the batch without a result."""
-        index = self.in_flight_slot(key)
-        self._trainer.retire(self._slots[index].rows)
-        self._slots[index] = None
-
-    def in_flight_slot(self, key: Hashable) -> int:
         for index, slot in enumerate(self._slots):
             if slot is not None and slot.key == key:
-                return index
+                self._trainer.retire(slot.rows)
+                self._slots[index] = None
+                return
         raise KeyError(f"trial {key!r} is not in the batch")
 
     def _end(self, index: int, interrupted: bool) -> FitResult:
@@ -325,18 +318,23 @@ def _carry_over(old: Trainer, new: Trainer, rows: np.ndarray) -> None:
 def auto_slots(runcard: FitRuncard, problem: Problem) -> int:
     """`--slots auto`: as many slots as keep the batch near AUTO_ROWS members for the device
     (where a step's cost per member stops falling), within `max_slots`."""
-    gpu = bool(tf.config.list_logical_devices("GPU"))
-    members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
-    return max(1, min(AUTO_ROWS["GPU" if gpu else "CPU"] // members, max_slots(runcard, problem)))
+    rows = AUTO_ROWS["GPU" if _on_gpu() else "CPU"]
+    return max(1, min(rows // _trial_members(runcard), max_slots(runcard, problem)))
 
 
 def max_slots(runcard: FitRuncard, problem: Problem) -> int:
     """The most slots whose state stays within AUTO_MEMORY_SHARE of the device's memory (0:
     not even one trial)."""
-    gpu = bool(tf.config.list_logical_devices("GPU"))
-    members = len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
-    per_trial = members * _member_bytes(runcard, problem)
-    return int(AUTO_MEMORY_SHARE * _device_memory(gpu) // per_trial)
+    per_trial = _trial_members(runcard) * _member_bytes(runcard, problem)
+    return int(AUTO_MEMORY_SHARE * _device_memory(_on_gpu()) // per_trial)
+
+
+def _on_gpu() -> bool:
+    return bool(tf.config.list_logical_devices("GPU"))
+
+
+def _trial_members(runcard: FitRuncard) -> int:
+    return len(member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits))
 
 
 def _device_memory(gpu: bool) -> float:
