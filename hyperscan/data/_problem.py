@@ -381,14 +381,14 @@ class Problem:
         the host (``experimental_chi2``, for every fit and scan trial) is then a product, not a
         factorisation and solve per call."""
 
-        def inverse(block: slice) -> np.ndarray:
-            out = np.linalg.inv(np.linalg.cholesky(self.covmat[block, block]))
+        def inverse(factor: np.ndarray) -> np.ndarray:
+            out = np.linalg.inv(factor)
             out.setflags(write=False)
             return out
 
         return (
-            tuple(inverse(b) for b in self.blocks()),
-            tuple(inverse(s) for s in self.dataset_slices()),
+            tuple(inverse(self.cholesky[b, b]) for b in self.blocks()),
+            tuple(inverse(np.linalg.cholesky(self.covmat[s, s])) for s in self.dataset_slices()),
         )
 
     @cached_property

@@ -111,9 +111,9 @@ class EnsembleModel:
 
         grids = [d.xgrid for d in problem.datasets] + [p.xgrid for p in problem.positivity]
         self.xgrid = np.unique(np.concatenate(grids))
-        x_all = np.concatenate([self.xgrid, quadrature.x])
-        self._features = self._constant(network_features(x_all))
-        self._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
+        self._x_all = np.concatenate([self.xgrid, quadrature.x])
+        self._features = self._constant(network_features(self._x_all))
+        self._preprocessing = self._member_preprocessing(members)
         self._number_weights = self._constant(quadrature.number_weights)
         self._momentum_weights = self._constant(quadrature.momentum_weights)
 
@@ -171,8 +171,7 @@ class EnsembleModel:
         self.activations = tuple(activations)
         self.alpha, self.beta = members.alpha, members.beta
         self._data = self._constant(members.data)
-        x_all = np.concatenate([self.xgrid, self._quadrature.x])
-        self._preprocessing = self._constant(preprocessing(x_all, members.alpha, members.beta))
+        self._preprocessing = self._member_preprocessing(members)
 
     def refillable(self) -> EnsembleModel:
         """This model with what differs between members of one split (pseudodata,
@@ -197,11 +196,9 @@ class EnsembleModel:
             raise ValueError("new members must have the training/validation split of the rows")
         if (shapes.widths, shapes.names) != (self.shapes.widths, self.shapes.names):
             raise ValueError("new members must be padded to the model's widths and activations")
-        x_all = np.concatenate([self.xgrid, self._quadrature.x])
         indices = tf.constant(rows[:, None], tf.int64)
         self._data.scatter_nd_update(indices, self._constant(members.data))
-        prep = preprocessing(x_all, members.alpha, members.beta)
-        self._preprocessing.scatter_nd_update(indices, self._constant(prep))
+        self._preprocessing.scatter_nd_update(indices, self._member_preprocessing(members))
         self.shapes.activation.scatter_nd_update(indices, shapes.activation)
         self.shapes.skip.scatter_nd_update(indices, shapes.skip.astype(np.int64))
         mask = self.shapes.gradient_mask.copy()
@@ -214,6 +211,10 @@ class EnsembleModel:
         """What derives from the taken arrays, set on the copy `take_members` made."""
         self.n_members = len(members)
         self._chi2 = Chi2(self._whitening, self.dtype)
+
+    def _member_preprocessing(self, members: MemberInputs) -> tf.Tensor:
+        """`members`' preprocessing factors at the grid and the quadrature nodes."""
+        return self._constant(preprocessing(self._x_all, members.alpha, members.beta))
 
     def _constant(self, value: np.ndarray) -> tf.Tensor:
         return tf.constant(value, dtype=self.dtype)
