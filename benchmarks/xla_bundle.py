@@ -37,8 +37,9 @@ MODULE, ARGUMENTS, REFERENCE, MANIFEST = (
     "manifest.json",
 )
 # One step from the same state: parameters within a 100th of a learning-rate step (1e-3) of
-# TensorFlow's; χ² at the initial weights within float32 summation error.
-PARAMS_TOLERANCE, CHI2_TOLERANCE = 1e-5, 1e-5
+# TensorFlow's; χ² at the initial weights within float32 summation error over a few thousand
+# points in another order (an H200 summed them 1.6e-5 and 2.3e-5 away from the CPU).
+PARAMS_TOLERANCE, CHI2_TOLERANCE = 1e-5, 1e-4
 # The module's first outputs; the rest are the updated state variables.
 STEP, CHI2, STATUS = 0, 1, 2
 
@@ -140,12 +141,14 @@ def run(directory: Path, epochs: int, steps_per_call: int, platform: str | None)
 
     started = time.perf_counter()
     try:
-        module = xla_client._xla.mlir.hlo_to_stablehlo((directory / MODULE).read_bytes())
+        module = _portable(xla_client._xla.mlir.hlo_to_stablehlo((directory / MODULE).read_bytes()))
         executable = device.client.compile_and_load(
             module, xla_client.DeviceList((device,)), xla_client.CompileOptions()
         )
-    except AttributeError as error:  # internal API: written against jaxlib 0.10.2
-        sys.exit(f"xla_bundle: jaxlib {jax.__version__} has no {error.name} (checked with 0.10.2)")
+    except AttributeError as error:  # internal API: checked with jaxlib 0.10.2 and 0.11.2
+        sys.exit(
+            f"xla_bundle: jaxlib {jax.__version__} has no {error.name} (checked with 0.10.2, 0.11.2)"
+        )
     print(f"  XLA compilation: {time.perf_counter() - started:.2f} s")
 
     loop = _Loop(executable, device, arguments, updates)
@@ -184,6 +187,22 @@ def run(directory: Path, epochs: int, steps_per_call: int, platform: str | None)
     else:
         print(f"  {target}; this run is another fit")
     print(f"  {utilisation}")
+
+
+def _portable(module: bytes) -> str:
+    """The module with HLO's copies, which StableHLO lacks, as identity reshapes.
+
+    Why: converted from HLO, the module keeps TensorFlow's output copies as `mhlo.copy`. The
+    CPU client compiles them; a PJRT plugin (the CUDA one) takes only StableHLO and refuses them.
+    """
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        text = ir.Module.parse(module).operation.get_asm(enable_debug_info=False)
+    return re.sub(
+        r"= mhlo\.copy (%[\w#.]+) : (tensor<[^>]*>)", r"= stablehlo.reshape \1 : (\2) -> \2", text
+    )
 
 
 class _Loop:
