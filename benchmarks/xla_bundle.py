@@ -37,9 +37,10 @@ MODULE, ARGUMENTS, REFERENCE, MANIFEST = (
     "manifest.json",
 )
 # One step from the same state: parameters within a 100th of a learning-rate step (1e-3) of
-# TensorFlow's; χ² at the initial weights within float32 summation error over a few thousand
-# points in another order (an H200 summed them 1.6e-5 and 2.3e-5 away from the CPU).
-PARAMS_TOLERANCE, CHI2_TOLERANCE = 1e-5, 1e-4
+# TensorFlow's; χ² at the initial weights within float32 summation error in another order. On
+# an H200 the worst member's χ² lay 2.5e-6, 1.6e-5, 2.3e-5 and 4.0e-4 from the CPU's at R = 10,
+# 100, 500 and 1000 (the worst of more members), while the parameters agreed to 7e-7.
+PARAMS_TOLERANCE, CHI2_TOLERANCE = 1e-5, 1e-3
 # The module's first outputs; the rest are the updated state variables.
 STEP, CHI2, STATUS = 0, 1, 2
 
