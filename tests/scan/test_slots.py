@@ -12,6 +12,7 @@ import re
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import optuna
@@ -403,3 +404,35 @@ def test_a_packed_trial_failed_as_stale_elsewhere_is_dropped(tmp_path, monkeypat
     assert failed.number == overtaken[0]
     assert len(by_state(trials, TrialState.COMPLETE)) == 4
     assert "trial result dropped: another worker failed the trial as stale" in caplog.text
+
+
+def test_a_packed_worker_takes_no_trial_past_its_walltime(tmp_path, monkeypatch):
+    """``stop_after`` with slots: a trial is taken only while one is expected to end in the time
+    left; once the walltime is reached the worker takes no more, ends the trials in flight and
+    leaves none running. The walltime is read off a clock that each told trial moves on by an
+    hour, so that the machine's speed cannot decide what the worker takes."""
+    hour, walltime = 3600.0, 3 * 3600.0 - 1
+    clock = SimpleNamespace(now=0.0)
+    monkeypatch.setattr(_worker, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    storage = open_storage(str(tmp_path / "s.journal"), create=True)
+    create_study(scan_runcard_from_dict(scan_card(scan={"trials": 20})), storage, "wall")
+    taken_at: list[float] = []
+
+    def told(trial: FrozenTrial) -> None:
+        clock.now += hour
+
+    report = run_worker(
+        "wall",
+        storage,
+        slots=SLOTS,
+        stop_after=walltime,
+        on_start=lambda trial, params: taken_at.append(clock.now),
+        on_trial=told,
+    )
+    assert report.walltime_reached and not report.budget_reached
+    # Three hours of trials end the walltime; the slots refilled before then end too.
+    assert 3 <= report.trials <= 3 + SLOTS - 1
+    assert len(taken_at) == report.trials
+    assert max(taken_at) < walltime  # none taken once the time was up
+    trials = load_study(storage, "wall").get_trials()
+    assert len(by_state(trials, TrialState.COMPLETE)) == report.trials == len(trials)
