@@ -7,11 +7,12 @@ it without TensorFlow.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
 
-from hyperscan.runcard import FitRuncard, RuncardError
+from hyperscan.runcard import DataSection, FitRuncard, RuncardError
 
 from ._closure import closure_problem
 from ._problem import Problem
@@ -22,7 +23,7 @@ from ._replicas import training_mask
 def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
     """The runcard's data; a dataset name (in ``data.datasets`` or ``folds``) that the data do
     not have is a :class:`RuncardError` naming ``source``: only now can the names be checked."""
-    problem = _fitted_data(runcard, source)
+    problem = _fitted_data(runcard.data, source)
     _check_names({f"folds[{k}]": fold for k, fold in enumerate(runcard.folds)}, problem, source)
     empty = empty_folds(runcard.folds, problem, "folds")
     if empty:
@@ -44,14 +45,24 @@ def level1_data(runcard: FitRuncard, problem: Problem) -> np.ndarray:
     ``problem``'s own: fit j's are fluctuated with seed ``seed`` + j, exactly as a one-fit
     runcard with that seed fluctuates them, so a member of fit j is that runcard's replica."""
     fits = runcard.data.level1_fits
-    others = [_fitted_data(runcard, "<runcard>", fit).central for fit in range(1, fits)]
+    others = [_level1_central(runcard.data, fit) for fit in range(1, fits)]
     return np.stack([problem.central, *others])
 
 
-def _fitted_data(runcard: FitRuncard, source: str, fit: int = 0) -> Problem:
-    """The runcard's data, its ``data.datasets`` selected, with level-1 fit ``fit``'s
+@functools.lru_cache(maxsize=32)
+def _level1_central(data: DataSection, fit: int) -> np.ndarray:
+    """Level-1 fit ``fit``'s central data, kept: each is a load of the data (2 s for the five
+    fits of the real DIS closure scan), and a scan worker fits trial after trial on the same
+    ``data`` section (frozen, so it hashes by value)."""
+    central = _fitted_data(data, "<runcard>", fit).central
+    central.setflags(write=False)
+    return central
+
+
+def _fitted_data(data: DataSection, source: str, fit: int = 0) -> Problem:
+    """A runcard's ``data``, its ``datasets`` selected, with level-1 fit ``fit``'s
     fluctuation."""
-    real, closure = runcard.data.real, runcard.data.closure
+    real, closure = data.real, data.closure
     if real is not None:
         try:
             problem = real_problem(
@@ -67,9 +78,9 @@ def _fitted_data(runcard: FitRuncard, source: str, fit: int = 0) -> Problem:
     else:
         assert closure is not None  # the schema requires one of them
         problem = closure_problem(closure.size, level=closure.level, seed=closure.seed + fit)
-    if runcard.data.datasets != "all":
-        _check_names({"data.datasets": runcard.data.datasets}, problem, source)
-        problem = problem.select(list(runcard.data.datasets))
+    if data.datasets != "all":
+        _check_names({"data.datasets": data.datasets}, problem, source)
+        problem = problem.select(list(data.datasets))
     return problem
 
 

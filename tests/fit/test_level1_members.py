@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hyperscan.data import level1_data, load_problem, replica_data
+from hyperscan.data import _from_runcard, level1_data, load_problem, replica_data
 from hyperscan.fit import build_members, member_specs, run_fit
 from hyperscan.fit._members import MemberSpec
 from hyperscan.fit._output import results_document
@@ -42,6 +42,32 @@ def test_each_fits_data_are_a_one_fit_runcard_with_its_seed(make_card) -> None:
             expected = replica_data(alone, replica, card.seeds.data)
             np.testing.assert_array_equal(inputs.data[3 * j + i], expected)
     assert not np.allclose(centrals[0], centrals[1])
+
+
+def test_each_fits_data_are_loaded_once_for_runcards_of_the_same_data(
+    make_card, monkeypatch
+) -> None:
+    """A scan worker's trials differ in everything but their data: their extra level-1 fits
+    are loaded once, not once a trial, and are the same arrays the first load gave."""
+    loads = []
+    fitted_data = _from_runcard._fitted_data
+
+    def counted(data, source, fit=0):
+        loads.append(fit)
+        return fitted_data(data, source, fit)
+
+    monkeypatch.setattr(_from_runcard, "_fitted_data", counted)
+    _from_runcard._level1_central.cache_clear()  # what earlier tests loaded
+    data = {"closure": {"size": "tiny", "level": 1, "seed": 5, "fits": 3}}
+    first, second = make_card(data=data, epochs=10), make_card(data=data, epochs=20)
+    problem = load_problem(first)
+    loads.clear()  # the problem's own load: fit 0
+    centrals = level1_data(first, problem)
+    np.testing.assert_array_equal(level1_data(second, problem), centrals)
+    assert loads == [1, 2]
+    other = make_card(data={"closure": {**data["closure"], "seed": 6}}, epochs=10)
+    assert not np.array_equal(level1_data(other, problem)[1], centrals[1])  # other data: loaded
+    assert loads == [1, 2, 1, 2]
 
 
 def test_a_member_equals_its_replica_in_a_one_fit_runcard(make_card) -> None:
