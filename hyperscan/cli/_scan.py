@@ -44,6 +44,13 @@ from hyperscan.cli._render import (
 from hyperscan.cli._study import load_scan_runcard
 from hyperscan.cli._tensorflow import configure_or_fail
 
+#: Said by a one-slot worker on a GPU: there XLA compiles a model for 20-40 s (an H200,
+#: docs/performance.md), most of a short trial, and one slot compiles one per trial.
+GPU_ONE_SLOT_HINT = (
+    "hint: with one trial slot each trial compiles its own model, 20-40 s on a GPU; "
+    "--slots auto fits many trials in one model compiled once"
+)
+
 
 @click.command()
 @study_option
@@ -157,6 +164,8 @@ def worker(
                 f"worker {worker_id} on study {name!r} in {handle.storage}: {runs_on}, "
                 f"{plural(slots, 'trial slot')}{chosen}"
             )
+            if slots == 1 and runs_on.startswith("GPU"):
+                click.echo(GPU_ONE_SLOT_HINT)
 
         def started_trial(trial) -> None:
             if not quiet:

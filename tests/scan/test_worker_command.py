@@ -29,6 +29,7 @@ from optuna.trial import TrialState
 from hyperscan.cli import _scan as _scan_cli
 from hyperscan.runcard import load_fit_runcard
 from hyperscan.scan import open_storage
+from hyperscan.scan.results import WorkerReport
 from hyperscan.scan.storage import load_study
 
 
@@ -98,6 +99,29 @@ def test_a_worker_stopped_as_it_ends_counts_its_trials(tmp_path, monkeypatch):
     result = cli("worker", "--study", "s", "--storage", url, "--quiet")
     closing = "worker done: 2 trials (1 re-queued), stopped by signal\n"
     assert (result.exit_code, result.output) == (0, closing)
+
+
+@pytest.mark.parametrize(("runs_on", "args", "hinted"), [
+    ("GPU 0 (stand-in)", [], True),
+    ("GPU 0 (stand-in)", ["--slots", "2"], False),
+    ("CPU, all cores", [], False),
+])  # fmt: skip
+def test_a_one_slot_worker_on_a_gpu_says_what_slots_save(
+    tmp_path, monkeypatch, runs_on, args, hinted
+):
+    """On a GPU a model compiles for 20-40 s: a worker of one slot says so and names
+    --slots auto; with slots, or on a CPU, it says nothing of it."""
+    url = str(tmp_path / "scan.journal")
+    create(write_card(tmp_path / "scan.yml", TINY_SCAN), url, "s")
+    monkeypatch.setattr(_scan_cli, "configure_or_fail", lambda device, threads: runs_on)
+    no_trials = WorkerReport(0, stopped_by_signal=False, budget_reached=True)
+    monkeypatch.setattr("hyperscan.scan._worker.run_worker", lambda *a, **k: no_trials)
+    result = cli("worker", "--study", "s", "--storage", url, *args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith(f"{runs_on}, {args[1] if args else 1} trial slot{'s' if args else ''}")
+    assert (_scan_cli.GPU_ONE_SLOT_HINT in lines) == hinted
+    assert ("--slots auto" in result.output) == hinted
 
 
 def test_a_worker_takes_the_threads_its_study_pins(tmp_path):
