@@ -147,9 +147,8 @@ def run(directory: Path, epochs: int, steps_per_call: int, platform: str | None)
             module, xla_client.DeviceList((device,)), xla_client.CompileOptions()
         )
     except AttributeError as error:  # internal API: checked with jaxlib 0.10.2 and 0.11.2
-        sys.exit(
-            f"xla_bundle: jaxlib {jax.__version__} has no {error.name} (checked with 0.10.2, 0.11.2)"
-        )
+        checked = "checked with 0.10.2 and 0.11.2"
+        sys.exit(f"xla_bundle: jaxlib {jax.__version__} has no {error.name} ({checked})")
     print(f"  XLA compilation: {time.perf_counter() - started:.2f} s")
 
     loop = _Loop(executable, device, arguments, updates)
