@@ -105,8 +105,10 @@ def test_each_packed_trial_equals_it_fitted_alone(tmp_path):
     """The same drawn values told to two studies, fitted one at a time and 3 at once (float64):
     each trial's state, value, reports and stored attributes are the same, a trashed one's
     reason too. Trials of different lengths end at different syncs, so slots are refilled
-    while others train."""
-    space = {"optimizer": SGD_DIVERGING | ADAM, "parameters": {"epochs": {"choices": [100, 200]}}}
+    while others train. The fits are short: over 200 epochs training amplifies the padded
+    batch's rounding past 1e-6 on some CPUs (trial 0 at 1e-7 in its value, 4e-6 in its
+    experimental χ² on an AMD EPYC VM), over 100 it stays at 1e-14."""
+    space = {"optimizer": SGD_DIVERGING | ADAM, "parameters": {"epochs": {"choices": [50, 100]}}}
     card = scan_card(
         scan={
             "trials": 5,
@@ -114,18 +116,18 @@ def test_each_packed_trial_equals_it_fitted_alone(tmp_path):
             "space": space,
             "pruner": {"name": "none", "report_every": 1},
         },
-        training={"precision": "float64", "jit": False, "steps_per_call": 50},
+        training={"precision": "float64", "jit": False, "steps_per_call": 25},
     )
     storage = open_storage(str(tmp_path / "s.journal"), create=True)
     runcard = scan_runcard_from_dict(card)
     for name in ("alone", "packed"):
         create_study(runcard, storage, name)
     params = [
-        {"optimizer": "adam", "adam.learning_rate": 1e-2, "epochs": 200},
-        {"optimizer": "adam", "adam.learning_rate": 3e-3, "epochs": 100},
-        {"optimizer": "sgd", "sgd.learning_rate": 1e7, "epochs": 200},
-        {"optimizer": "adam", "adam.learning_rate": 2e-2, "epochs": 100},
-        {"optimizer": "adam", "adam.learning_rate": 5e-3, "epochs": 200},
+        {"optimizer": "adam", "adam.learning_rate": 1e-2, "epochs": 100},
+        {"optimizer": "adam", "adam.learning_rate": 3e-3, "epochs": 50},
+        {"optimizer": "sgd", "sgd.learning_rate": 1e7, "epochs": 100},
+        {"optimizer": "adam", "adam.learning_rate": 2e-2, "epochs": 50},
+        {"optimizer": "adam", "adam.learning_rate": 5e-3, "epochs": 100},
     ]
     _tell_alike(storage, ["alone", "packed"], params)
     alone = run_worker("alone", storage)
