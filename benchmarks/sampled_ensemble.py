@@ -61,9 +61,6 @@ def compare(work: Path, label: str, sample: int | None, epochs: int, replicas: i
     """Exports an ensemble runcard (``sample`` trials, or the best trial's), fits it in one
     model, refits each member alone; prints the table and returns the largest relative
     difference in validation χ²/pt."""
-    from hyperscan.cli._tensorflow import configure_tensorflow
-
-    configure_tensorflow("cpu")
     from hyperscan.fit import run_fit
     from hyperscan.runcard import load_fit_runcard
 
@@ -80,7 +77,7 @@ def compare(work: Path, label: str, sample: int | None, epochs: int, replicas: i
             "--override", f"replicas={replicas}", "--override", f"epochs={epochs}",
             "-o", runcard_path, cwd=work,
         )  # fmt: skip
-    hyperscan("fit", f"{name}.yml", "-o", name, "--no-progress", cwd=work)
+    hyperscan("fit", runcard_path, "-o", name, "--no-progress", cwd=work)
     members = json.loads((work / name / "results.json").read_text())["members"]
     runcard = load_fit_runcard(runcard_path)
     print(f"\n== {label}, {epochs} epochs: {len(members)} members in one model, then each alone")
@@ -117,6 +114,9 @@ def main() -> None:
     if args.sample > args.trials:
         parser.error("--sample must not exceed --trials: every trial is eligible, no more")
     print(machine())
+    from hyperscan.cli._tensorflow import configure_tensorflow
+
+    configure_tensorflow("cpu")  # for the fits alone, in this process
     with tempfile.TemporaryDirectory(prefix="sampled-ensemble-") as folder:
         work = Path(folder)
         card = scan_card(work, args.trials, args.precision)

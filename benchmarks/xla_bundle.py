@@ -146,7 +146,7 @@ def run(directory: Path, epochs: int, steps_per_call: int, platform: str | None)
         executable = device.client.compile_and_load(
             module, xla_client.DeviceList((device,)), xla_client.CompileOptions()
         )
-    except AttributeError as error:  # internal API: checked with jaxlib 0.10.2 and 0.11.2
+    except AttributeError as error:  # jaxlib's internal API
         checked = "checked with 0.10.2 and 0.11.2"
         sys.exit(f"xla_bundle: jaxlib {jax.__version__} has no {error.name} ({checked})")
     print(f"  XLA compilation: {time.perf_counter() - started:.2f} s")
