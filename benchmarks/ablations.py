@@ -69,7 +69,7 @@ class PerDatasetFK(EnsembleModel):
         self._tables = []
         for d in self.problem.datasets:
             index = np.searchsorted(self.xgrid, d.xgrid)
-            table = np.einsum("nka,kf->afn", d.fk, rotation).reshape(-1, d.n_data)
+            table = np.einsum("nka,kf->afn", d.table.fk, rotation).reshape(-1, d.n_data)
             self._tables.append((tf.constant(index), self._constant(table)))
 
     def _predict(self, pdf: tf.Tensor) -> tf.Tensor:
@@ -82,9 +82,8 @@ class PerDatasetFK(EnsembleModel):
     def observables(self, params, multiplier=1.0):
         pdf = self._normalised_pdf(params)
         residuals = self._data - self._predict(pdf)
-        flat = tf.reshape(pdf, (self.n_members, -1))
         return Observables(
-            self.chi2_from_residuals(residuals), self.positivity_penalty(flat, multiplier)
+            self.chi2_from_residuals(residuals), self.positivity_penalty(pdf, multiplier)
         )
 
 
@@ -96,8 +95,9 @@ class FourteenFlavourFK(EnsembleModel):
         self._rotation = self._constant(fit_to_fk_rotation().T)  # (8, 14)
         columns = []
         for d in self.problem.datasets:
-            padded = np.zeros((d.n_data, self.xgrid.size, d.fk.shape[1]))
-            padded[:, np.searchsorted(self.xgrid, d.xgrid), :] = np.transpose(d.fk, (0, 2, 1))
+            fk = d.table.fk
+            padded = np.zeros((d.n_data, self.xgrid.size, fk.shape[1]))
+            padded[:, np.searchsorted(self.xgrid, d.xgrid), :] = np.transpose(fk, (0, 2, 1))
             columns.append(padded.reshape(d.n_data, -1))
         self._fk14 = self._constant(np.concatenate(columns).T)
 
@@ -105,9 +105,8 @@ class FourteenFlavourFK(EnsembleModel):
         pdf = self._normalised_pdf(params)
         pdf14 = tf.reshape(pdf @ self._rotation, (self.n_members, -1))  # (M, P·14)
         residuals = self._data - pdf14 @ self._fk14
-        flat = tf.reshape(pdf, (self.n_members, -1))
         return Observables(
-            self.chi2_from_residuals(residuals), self.positivity_penalty(flat, multiplier)
+            self.chi2_from_residuals(residuals), self.positivity_penalty(pdf, multiplier)
         )
 
 
@@ -160,8 +159,8 @@ class DenseMemberFactors(EnsembleModel):
         ]
 
     def observables(self, params, multiplier=1.0):
-        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
-        residuals = self._data - self._fk_product(flat)
+        pdf = self._normalised_pdf(params)
+        residuals = self._data - self._data_products(pdf)
         chi2 = 0.0
         for block, factors, onehot, permutation in self._blocks:
             part = residuals[:, block.start : block.stop]
@@ -171,7 +170,7 @@ class DenseMemberFactors(EnsembleModel):
             else:
                 z = tf.einsum("mij,mj->mi", factors, part)
             chi2 += tf.einsum("mn,mnc->mc", tf.square(z), onehot)
-        return Observables(chi2, self.positivity_penalty(flat, multiplier))
+        return Observables(chi2, self.positivity_penalty(pdf, multiplier))
 
 
 class CholeskySolves(DenseMemberFactors):

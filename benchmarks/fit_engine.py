@@ -468,11 +468,12 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
     def pdf(ps: list[tf.Tensor]) -> tf.Tensor:
         return tf.reduce_sum(model._normalised_pdf(ps))
 
+    positivity_products = model._positivity_products or (lambda pdf: 0.0)
+
     def fk(ps: list[tf.Tensor]) -> tf.Tensor:
-        flat = tf.reshape(model._normalised_pdf(ps), (members, -1))
-        residuals = model._data - model._fk_product(flat)
-        positivity = model._positivity_product(flat) if model._positivity_fk is not None else 0.0
-        return tf.reduce_sum(tf.square(residuals)) + tf.reduce_sum(positivity)
+        pdf = model._normalised_pdf(ps)
+        residuals = model._data - model._data_products(pdf)
+        return tf.reduce_sum(tf.square(residuals)) + tf.reduce_sum(positivity_products(pdf))
 
     def full(ps: list[tf.Tensor]) -> tf.Tensor:
         return tf.reduce_sum(model.observables(ps, 100.0).loss)
@@ -486,14 +487,13 @@ def breakdown_runners(setup: Setup, steps: int) -> dict[str, Callable[[], None]]
             value = tf.reduce_sum(model.chi2_from_residuals(r)[:, TRAINING])
         return r - 1e-9 * tape.gradient(value, r)
 
-    flat = tf.constant(rng.standard_normal((members, model.xgrid.size * N_OUTPUTS)), tf.float32)
+    flat = tf.constant(rng.standard_normal((members, model.xgrid.size, N_OUTPUTS)), tf.float32)
 
     def fk_alone(x: tf.Tensor) -> tf.Tensor:
         with tf.GradientTape() as tape:
             tape.watch(x)
-            value = tf.reduce_sum(tf.square(model._fk_product(x)))
-            if model._positivity_fk is not None:
-                value += tf.reduce_sum(model._positivity_product(x))
+            value = tf.reduce_sum(tf.square(model._data_products(x)))
+            value += tf.reduce_sum(positivity_products(x))
         return x - 1e-9 * tape.gradient(value, x)
 
     grid_only = model._features[: model.xgrid.size]
@@ -618,8 +618,9 @@ def member_step_flops(setup: Setup) -> float:
     # Backward: one product for the weight gradients, one for the inputs (not the first layer).
     network = 2 * points * (3 * sum(products) - products[0])
     # The FK matrices as multiplied: without the PDF rows no point uses.
-    tables = [model._fk] + ([model._positivity_fk] if model._positivity_fk is not None else [])
-    fk = sum(2 * 2 * table.shape[0] * table.shape[1] for table in tables)
+    fk = model._data_products.flops()
+    if model._positivity_products is not None:
+        fk += model._positivity_products.flops()
     return float(network + fk + model.whitening_flops())
 
 
@@ -722,7 +723,8 @@ def main() -> None:
     )
     setups = {r: build_setup(plan.size, r, NNPDF40_NODES) for r in plan.replicas}
     model = setups[plan.replicas[0]].model
-    positivity = 0 if model._positivity_fk is None else model._positivity_fk.shape[1]
+    products = model._positivity_products
+    positivity = 0 if products is None else products.n_points
     print(
         f"sizes: {model._data.shape[1]} data points, {positivity} positivity points; the network "
         f"runs on {model._features.shape[0]} points ({model.xgrid.size} x-grid + "

@@ -17,6 +17,7 @@ import numpy as np
 
 from ._flavours import _fk_row, _rotate_fixed_order, fit_to_fk_rotation, toy_pdf
 from ._problem import Dataset, PositivitySet, Problem
+from ._tables import FkTable
 
 CLOSURE_SIZES: tuple[str, ...] = ("tiny", "small", "medium", "nnpdf40")
 
@@ -383,7 +384,7 @@ def _build(size: str) -> Problem:
         if not np.all(truth > 0.0):  # pragma: no cover - guards the x ranges above
             raise RuntimeError(f"{spec.name}: truth not positive")
         kinematics = np.stack([x, _q2(x, spec.key), np.full(x.size, np.nan)], axis=1)
-        datasets.append(Dataset(spec.name, process, fk, grid, truth, kinematics))
+        datasets.append(Dataset(spec.name, process, (FkTable(fk, grid),), truth, kinematics))
         stat, sys = _uncertainties(spec, x, truth)
         truths.append(truth)
         stats.append(stat)
@@ -424,7 +425,7 @@ def _build(size: str) -> Problem:
     px = _positivity_x()
     for name in _POSITIVITY_BY_SIZE[size]:
         fk, grid = _fk_table(_POSITIVITY[name], px)
-        positivity.append(PositivitySet(name, fk, grid))
+        positivity.append(PositivitySet(name, FkTable(fk, grid)))
 
     return Problem(
         datasets=tuple(datasets),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._problem import Problem
+from ._tables import on_grid
 
 
 def grid_predictions(problem: Problem, grid_x: np.ndarray, xf: np.ndarray) -> np.ndarray:
@@ -13,12 +14,10 @@ def grid_predictions(problem: Problem, grid_x: np.ndarray, xf: np.ndarray) -> np
     grid_x must hold every FK node (a fit's own grid does: ``pdfs.npz`` ``grid_x``).
     """
     grid_x = np.asarray(grid_x)
-    parts = []
-    for d in problem.datasets:
-        nodes = np.searchsorted(grid_x, d.xgrid)
-        if np.any(nodes >= grid_x.size) or not np.array_equal(grid_x[nodes], d.xgrid):
-            raise ValueError(f"{d.name}: the PDF grid does not hold every FK node")
-        parts.append(np.einsum("nka,mak->mn", d.fk, xf[:, nodes]))
+    on_fk_basis = np.swapaxes(np.asarray(xf), 1, 2)  # (M, 14, n_grid)
+    parts = [
+        d.predictions(on_fk_basis[..., on_grid(grid_x, d.xgrid, d.name)]) for d in problem.datasets
+    ]
     return np.concatenate(parts, axis=1)
 
 

@@ -11,8 +11,7 @@ from functools import cached_property
 import numpy as np
 
 from ._flavours import FK_BASIS
-
-_N_FK = len(FK_BASIS)
+from ._tables import FkTable, combine, on_grid, operation
 
 
 def _frozen(a: np.ndarray | Sequence[float], name: str, ndim: int) -> np.ndarray:
@@ -40,98 +39,123 @@ def _read_only(arr: np.ndarray) -> bool:
     return True
 
 
-def _check_xgrid(xgrid: np.ndarray, name: str) -> None:
-    if xgrid.size == 0 or not np.all(np.diff(xgrid) > 0):
-        raise ValueError(f"{name}: xgrid must be non-empty and strictly increasing")
-    if not (xgrid[0] > 0.0 and xgrid[-1] <= 1.0):
-        raise ValueError(f"{name}: xgrid must lie in (0, 1]")
-
-
-def _check_fk(fk: np.ndarray, xgrid: np.ndarray, name: str) -> None:
-    if fk.shape[1] != _N_FK or fk.shape[2] != xgrid.shape[0]:
-        raise ValueError(
-            f"{name}: fk must have shape (n, {_N_FK}, n_x={xgrid.shape[0]}), got {fk.shape}"
-        )
-    if not np.all(np.isfinite(fk)):
-        raise ValueError(f"{name}: fk has non-finite entries")
-
-
-def _contract(fk: np.ndarray, xgrid: np.ndarray, xf_fk: np.ndarray) -> np.ndarray:
-    """fk: (n, 14, n_x), xf_fk: (..., 14, n_x) -> (..., n)."""
-    xf_fk = np.asarray(xf_fk, dtype=np.float64)
-    if xf_fk.shape[-2:] != (_N_FK, xgrid.shape[0]):
-        raise ValueError(
-            f"xf_fk must end in ({_N_FK}, {xgrid.shape[0]}) (FK basis, this xgrid), "
-            f"got shape {xf_fk.shape}"
-        )
-    return np.tensordot(xf_fk, fk, axes=([-2, -1], [1, 2]))
+def _whole_total(operation: str, tables: Sequence[FkTable], i: int) -> bool:
+    """Whether table ``i`` is a RATIO's one-point denominator: a total that normalises every
+    point, which cuts leave whole (validphys's "protected" table)."""
+    return operation == "RATIO" and i == len(tables) - 1 and tables[i].n_data == 1
 
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """One dataset: an FK table acting on x*f at Q0 and its central values.
+    """One dataset: its FK tables at Q0, the operation that combines them, its central values.
 
-    Shapes: fk (n_data, 14, n_x) in FK_BASIS order, xgrid (n_x,), central (n_data,),
-    kinematics (n_data, 3) with columns x, Q2, y (y may be NaN) -- the real npz convention.
+    ``tables`` all have n_data rows, but for a RATIO's denominator of one row (a total that
+    divides every point); ``operation`` is validphys's (NULL for one table, RATIO, ASY, ...:
+    ``OPERATIONS``). kinematics (n_data, 3): the commondata's three kinematic
+    variables (for DIS x, Q2, y; y may be NaN).
     """
 
     name: str
     process: str
-    fk: np.ndarray
-    xgrid: np.ndarray
+    tables: tuple[FkTable, ...]
     central: np.ndarray
     kinematics: np.ndarray
+    operation: str = "NULL"
 
     def __post_init__(self) -> None:
-        fk = _frozen(self.fk, f"{self.name}: fk", 3)
-        xgrid = _frozen(self.xgrid, f"{self.name}: xgrid", 1)
+        tables = tuple(self.tables)
+        if not tables or not all(isinstance(t, FkTable) for t in tables):
+            raise TypeError(f"{self.name}: tables must be a non-empty sequence of FkTable")
+        try:
+            op = operation(self.operation)
+        except ValueError as err:
+            raise ValueError(f"{self.name}: {err}") from None
+        if len(tables) != op.arity:
+            raise ValueError(f"{self.name}: operation {op.name} takes {op.arity} tables, got "
+                             f"{len(tables)}")  # fmt: skip
         central = _frozen(self.central, f"{self.name}: central", 1)
         kinematics = _frozen(self.kinematics, f"{self.name}: kinematics", 2)
-        _check_xgrid(xgrid, self.name)
-        _check_fk(fk, xgrid, self.name)
-        n = fk.shape[0]
-        if central.shape != (n,):
-            raise ValueError(f"{self.name}: central must have shape ({n},), got {central.shape}")
+        n = central.shape[0]
+        rows = [t.n_data for t in tables]
+        if any(r != n and not _whole_total(op.name, tables, i) for i, r in enumerate(rows)):
+            raise ValueError(f"{self.name}: its tables have {rows} rows, its data {n} points")
         if kinematics.shape != (n, 3):
             raise ValueError(
                 f"{self.name}: kinematics must have shape ({n}, 3), got {kinematics.shape}"
             )
-        for attr, value in (("fk", fk), ("xgrid", xgrid), ("central", central)):
-            object.__setattr__(self, attr, value)
+        object.__setattr__(self, "tables", tables)
+        object.__setattr__(self, "operation", op.name)
+        object.__setattr__(self, "central", central)
         object.__setattr__(self, "kinematics", kinematics)
 
     @property
     def n_data(self) -> int:
-        return int(self.fk.shape[0])
+        return int(self.central.shape[0])
+
+    @property
+    def table(self) -> FkTable:
+        """The one table of a NULL dataset (DIS, or one hadronic table)."""
+        if len(self.tables) != 1:
+            raise ValueError(f"{self.name} combines {len(self.tables)} tables ({self.operation})")
+        return self.tables[0]
+
+    @cached_property
+    def xgrid(self) -> np.ndarray:
+        """The union of its tables' x grids, on which ``predictions`` takes the PDF."""
+        out = np.unique(np.concatenate([t.xgrid for t in self.tables]))
+        out.setflags(write=False)
+        return out
+
+    def rows(self, keep: np.ndarray) -> Dataset:
+        """The dataset of the points ``keep`` (a mask or indices), as cuts keep them."""
+        return Dataset(
+            self.name,
+            self.process,
+            tuple(
+                t if _whole_total(self.operation, self.tables, i) else t.rows(keep)
+                for i, t in enumerate(self.tables)
+            ),
+            self.central[keep],
+            self.kinematics[keep],
+            self.operation,
+        )
 
     def predictions(self, xf_fk: np.ndarray) -> np.ndarray:
         """Theory predictions: xf_fk (..., 14, n_x) on ``self.xgrid`` -> (..., n_data)."""
-        return _contract(self.fk, self.xgrid, xf_fk)
+        xf_fk = np.asarray(xf_fk, dtype=np.float64)
+        if xf_fk.shape[-2:] != (len(FK_BASIS), self.xgrid.size):
+            raise ValueError(
+                f"xf_fk must end in ({len(FK_BASIS)}, {self.xgrid.size}) (FK basis, this "
+                f"dataset's xgrid), got shape {xf_fk.shape}"
+            )
+        parts = [
+            t.predictions(xf_fk[..., on_grid(self.xgrid, t.xgrid, self.name)]) for t in self.tables
+        ]
+        return combine(self.operation, parts)
 
 
 @dataclass(frozen=True, eq=False)
 class PositivitySet:
-    """Observables that must be >= 0: fk (n_points, 14, n_x) on xgrid (n_x,), acting on x*f."""
+    """Observables that must be >= 0: one FK table (DIS-like or hadronic) acting on x*f."""
 
     name: str
-    fk: np.ndarray
-    xgrid: np.ndarray
+    table: FkTable
 
     def __post_init__(self) -> None:
-        fk = _frozen(self.fk, f"{self.name}: fk", 3)
-        xgrid = _frozen(self.xgrid, f"{self.name}: xgrid", 1)
-        _check_xgrid(xgrid, self.name)
-        _check_fk(fk, xgrid, self.name)
-        object.__setattr__(self, "fk", fk)
-        object.__setattr__(self, "xgrid", xgrid)
+        if not isinstance(self.table, FkTable):
+            raise TypeError(f"{self.name}: table must be an FkTable")
+
+    @property
+    def xgrid(self) -> np.ndarray:
+        return self.table.xgrid
 
     @property
     def n_points(self) -> int:
-        return int(self.fk.shape[0])
+        return self.table.n_data
 
     def predictions(self, xf_fk: np.ndarray) -> np.ndarray:
         """xf_fk (..., 14, n_x) on ``self.xgrid`` -> (..., n_points)."""
-        return _contract(self.fk, self.xgrid, xf_fk)
+        return self.table.predictions(xf_fk)
 
 
 def _components(coupled: np.ndarray) -> list[list[int]]:
@@ -472,7 +496,12 @@ class Problem:
         for d in self.datasets:
             _hash_str(h, d.name)
             _hash_str(h, d.process)
-            for a in (d.fk, d.xgrid, d.central, d.kinematics):
+            if d.operation != "NULL" or d.table.hadronic:
+                _hash_str(h, d.operation)
+                h.update(len(d.tables).to_bytes(8, "little"))
+            for t in d.tables:
+                t.hash_into(lambda a: _hash_array(h, a))
+            for a in (d.central, d.kinematics):
                 _hash_array(h, a)
         blocks = self.blocks()
         h.update(repr([(b.start, b.stop) for b in blocks]).encode())
@@ -481,8 +510,7 @@ class Problem:
         h.update(len(self.positivity).to_bytes(8, "little"))
         for p in self.positivity:
             _hash_str(h, p.name)
-            _hash_array(h, p.fk)
-            _hash_array(h, p.xgrid)
+            p.table.hash_into(lambda a: _hash_array(h, a))
         if self.truth is None:
             h.update(b"no truth")
         else:

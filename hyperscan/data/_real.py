@@ -33,10 +33,13 @@ from hyperscan.runcard.real_datasets import (
     variant_text,
 )
 
-from ._closure import _fixed_order_contract, _outer_sum, _toy_fk_basis, with_closure_data
+from ._closure import _outer_sum, _toy_fk_basis, with_closure_data
 from ._commondata import CommonData, read_commondata
+from ._cuts import default_cut_mask
 from ._flavours import FK_BASIS
 from ._problem import Dataset, Problem
+from ._tables import FkTable, combine
+from ._theory import find_theory, theory_dataset
 
 #: Folder of the shipped tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
@@ -66,27 +69,52 @@ class RealDataset:
     name: str
     variant: str | None
     process: str
-    fk: np.ndarray  # (n, 14, n_x)
-    xgrid: np.ndarray
-    kinematics: np.ndarray  # (n, 3): x, Q2, y
+    tables: tuple[FkTable, ...]
+    operation: str
+    kinematics: np.ndarray  # (n, 3): for DIS x, Q2, y
     central: np.ndarray
     stat: np.ndarray
     sys: np.ndarray  # (n, n_sys) absolute, also MULT columns
     sys_treatment: tuple[str, ...]
     sys_type: tuple[str, ...]
+    kinematics_names: tuple[str, ...] = ("x", "Q2", "y")
 
     @property
     def n_data(self) -> int:
         return int(self.central.shape[0])
 
-    def cut_mask(self, q2min: float = DEFAULT_Q2MIN, w2min: float = DEFAULT_W2MIN) -> np.ndarray:
-        """Points kept by the DIS cuts Q2 > q2min and W2 = Q2 (1 - x) / x > w2min."""
-        x, q2 = self.kinematics[:, 0], self.kinematics[:, 1]
-        return (q2 > q2min) & (q2 * (1.0 - x) / x > w2min)
+    def cut_mask(
+        self, q2min: float = DEFAULT_Q2MIN, w2min: float = DEFAULT_W2MIN, pto: int = 2
+    ) -> np.ndarray:
+        """Points kept by NNPDF4.0's default cuts: for DIS Q2 > q2min and W2 = Q2 (1 - x) / x >
+        w2min; for hadronic data the rules of the dataset (``_cuts.py``) at order ``pto``."""
+        return default_cut_mask(
+            self.name,
+            self.process,
+            self.kinematics,
+            self.kinematics_names,
+            self.central,
+            q2min=q2min,
+            w2min=w2min,
+            pto=pto,
+        )
 
     def toy_prediction(self) -> np.ndarray:
         """FK x Les Houches toy PDF (normalised, as the closure truth), all points."""
-        return _fixed_order_contract(self.fk, _toy_fk_basis(self.xgrid))
+        parts = [t.fixed_order_predictions(_toy_fk_basis(t.xgrid)) for t in self.tables]
+        return combine(self.operation, parts)
+
+    def dataset(self, keep: np.ndarray) -> Dataset:
+        """The fitted dataset of the points ``keep``."""
+        tables = tuple(t.rows(keep) for t in self.tables)
+        return Dataset(
+            self.name,
+            self.process,
+            tables,
+            self.central[keep],
+            self.kinematics[keep],
+            self.operation,
+        )
 
 
 def _corrupt(path: Path, why: str) -> RealDataError:
@@ -180,8 +208,8 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
         name=name,
         variant=variant,
         process=str(a["process_type"]),
-        fk=fk,
-        xgrid=np.asarray(a["xgrid"], dtype=np.float64),
+        tables=(FkTable(fk, np.asarray(a["xgrid"], dtype=np.float64)),),
+        operation="NULL",
         kinematics=np.asarray(a["kinematics"], dtype=np.float64),
         central=np.asarray(a["central"], dtype=np.float64),
         stat=np.asarray(a["stat"], dtype=np.float64),
@@ -265,8 +293,10 @@ def real_problem(
     closure_level: int | None = None,
     closure_seed: int = 0,
     data_dir: Path | str | None = None,
+    theory: Path | str | None = None,
 ) -> Problem:
-    """Problem of the shipped real DIS datasets, cuts applied.
+    """Problem of real datasets, cuts applied: the shipped DIS sets, or with ``theory`` (a
+    theory folder, ``_theory.py``) any dataset of nnpdf-data whose tables it holds.
 
     datasets: names, or ``{"dataset": NAME, "variant": VARIANT}`` mappings (None: all shipped
     sets with their variants). t0: MULT systematics rescaled by the toy-PDF predictions
@@ -287,20 +317,23 @@ def real_problem(
         raise ValueError("real_problem needs at least one dataset")
     if closure_level not in (None, 0, 1):
         raise ValueError(f"closure level must be 0 or 1, got {closure_level!r}")
-    loaded = [
-        _cached(n, v) if data_dir is None else load_real_dataset(n, v, data_dir) for n, v in specs
-    ]
-    masks = [d.cut_mask(q2min, w2min) for d in loaded]
+    pto = 2
+    if theory is not None:
+        folder = find_theory(theory)
+        pto = folder.pto
+        loaded = [theory_dataset(folder, n, v) for n, v in specs]
+    elif data_dir is None:
+        loaded = [_cached(n, v) for n, v in specs]
+    else:
+        loaded = [load_real_dataset(n, v, data_dir) for n, v in specs]
+    masks = [d.cut_mask(q2min, w2min, pto) for d in loaded]
     for d, m in zip(loaded, masks, strict=True):
         if not m.any():
             raise ValueError(f"{d.name}: no point passes the cuts q2min={q2min}, w2min={w2min}")
     toys = [d.toy_prediction()[m] for d, m in zip(loaded, masks, strict=True)]
     covmat, systematics = experimental_covariance(loaded, masks, toys if t0 else None)
     covmat.setflags(write=False)
-    out = [
-        Dataset(d.name, d.process, d.fk[m], d.xgrid, d.central[m], d.kinematics[m])
-        for d, m in zip(loaded, masks, strict=True)
-    ]
+    out = [d.dataset(m) for d, m in zip(loaded, masks, strict=True)]
     problem = Problem(tuple(out), covmat, systematics=systematics)
     if closure_level is None:
         return problem

@@ -11,11 +11,12 @@ from typing import ClassVar
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import FIT_BASIS, Problem, fit_to_fk_rotation
+from hyperscan.data import FIT_BASIS, Problem
 from hyperscan.model._chi2 import Chi2
 from hyperscan.model._chi2_plan import TRAINING, whitening
 from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import forward, network_features
+from hyperscan.model._observables import Observable, TableProducts
 from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
 from hyperscan.model._shapes import MemberShapes
 
@@ -60,11 +61,6 @@ def preprocessing(x: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndar
     x = x[None, :, None]
     with np.errstate(divide="ignore"):
         return np.exp((1.0 - alpha[:, None, :]) * np.log(x) + beta[:, None, :] * np.log1p(-x))
-
-
-def _used_columns(flat: tf.Tensor, rows: tf.Tensor | None) -> tf.Tensor:
-    """The flattened PDF's columns at an FK matrix's used rows (None: all of them)."""
-    return flat if rows is None else tf.gather(flat, rows, axis=1)
 
 
 class EnsembleModel:
@@ -117,13 +113,17 @@ class EnsembleModel:
         self._number_weights = self._constant(quadrature.number_weights)
         self._momentum_weights = self._constant(quadrature.momentum_weights)
 
-        self._fk_rows, self._fk = self._used_rows(
-            self._flat_fk([(d.fk, d.xgrid) for d in problem.datasets])
+        self._data_products = TableProducts(
+            [Observable(d.name, d.tables, d.operation) for d in problem.datasets],
+            self.xgrid,
+            dtype,
         )
-        self._positivity_rows, self._positivity_fk = (
-            self._used_rows(self._flat_fk([(p.fk, p.xgrid) for p in problem.positivity]))
+        self._positivity_products = (
+            TableProducts(
+                [Observable(p.name, (p.table,)) for p in problem.positivity], self.xgrid, dtype
+            )
             if problem.positivity
-            else (None, None)
+            else None
         )
         sets = np.repeat(
             np.arange(len(problem.positivity)), [p.n_points for p in problem.positivity]
@@ -219,41 +219,6 @@ class EnsembleModel:
     def _constant(self, value: np.ndarray) -> tf.Tensor:
         return tf.constant(value, dtype=self.dtype)
 
-    def _flat_fk(self, tables: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-        """FK tables (n, 14, n_x) → one (P·8, n_total) matrix on the union grid, fitted basis.
-
-        The flavour rotation is linear, so it is folded into the tables once instead of
-        rotating the PDF every step; all datasets then contract in one matrix product.
-        """
-        rotation = fit_to_fk_rotation()
-        columns = []
-        for fk, xgrid in tables:
-            fk_fit = np.einsum("nka,kf->naf", fk, rotation)
-            on_union = np.zeros((fk.shape[0], self.xgrid.size, len(FIT_BASIS)))
-            on_union[:, np.searchsorted(self.xgrid, xgrid), :] = fk_fit
-            columns.append(on_union.reshape(fk.shape[0], -1))
-        return np.concatenate(columns).T
-
-    def _used_rows(self, fk: np.ndarray) -> tuple[tf.Tensor | None, tf.Tensor]:
-        """The rows of the PDF the FK matrix uses (None: all) and the matrix on those only.
-
-        A dataset's table is zero for the flavours its observable does not probe and off its
-        own x grid, so on the union grid whole (x, flavour) rows can be zero (23% of the
-        nnpdf40 problem's): a gather of the PDF's few used columns spares that much GEMM.
-        """
-        used = np.flatnonzero(np.any(fk != 0, axis=1))
-        if used.size == fk.shape[0]:
-            return None, self._constant(fk)
-        return tf.constant(used, tf.int32), self._constant(fk[used])
-
-    def _fk_product(self, flat: tf.Tensor) -> tf.Tensor:
-        """Predictions for the data points from the flattened PDF (M, P·8): (M, N)."""
-        return _used_columns(flat, self._fk_rows) @ self._fk
-
-    def _positivity_product(self, flat: tf.Tensor) -> tf.Tensor:
-        """The positivity observables from the flattened PDF (M, P·8)."""
-        return _used_columns(flat, self._positivity_rows) @ self._positivity_fk
-
     def _normalised_pdf(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
         """x·f in the fitted basis on the union grid: (M, P, 8)."""
         return self._normalised(params, self._features, self._preprocessing, self.xgrid.size)
@@ -286,8 +251,7 @@ class EnsembleModel:
 
     def predictions(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
         """Theory predictions for every data point: (M, N)."""
-        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
-        return self._fk_product(flat)
+        return self._data_products(self._normalised_pdf(params))
 
     def chi2_from_residuals(self, residuals: tf.Tensor) -> tf.Tensor:
         """χ² per category of data − predictions (M, N): (M, 3) training, validation, held-out."""
@@ -297,17 +261,17 @@ class EnsembleModel:
         """Matmul FLOPs of the χ² per member-step, forward + backward."""
         return self._chi2.flops()
 
-    def positivity_penalty(self, flat: tf.Tensor, multiplier: tf.Tensor | float) -> tf.Tensor:
-        """Each positivity set's penalty Σ elu(−λ·y) from the flattened PDF: (M, S).
+    def positivity_penalty(self, pdf: tf.Tensor, multiplier: tf.Tensor | float) -> tf.Tensor:
+        """Each positivity set's penalty Σ elu(−λ·y) from the normalised PDF (M, X, 8): (M, S).
 
         λ multiplies the observable inside the elu, as in n3fit: far inside the allowed region
         a point then costs −α and pulls with λα·exp(−λy) ≈ 0; with λ outside, the pull would be
         λα·exp(−y), ~0.1 per point once λ reaches 1e6.
         """
-        if self._positivity_fk is None:
+        if self._positivity_products is None:
             return tf.zeros([self.n_members, 0], self.dtype)
         scale = tf.reshape(tf.cast(multiplier, self.dtype), [-1, 1])
-        values = -scale * self._positivity_product(flat)
+        values = -scale * self._positivity_products(pdf)
         penalty = tf.nn.relu(values) + POSITIVITY_ELU_ALPHA * (
             tf.exp(tf.minimum(values, 0.0)) - 1.0
         )
@@ -317,10 +281,10 @@ class EnsembleModel:
         self, params: Sequence[tf.Tensor], multiplier: tf.Tensor | float = 1.0
     ) -> Observables:
         """χ² per category and positivity penalties, λ = `multiplier` (scalar or (M,))."""
-        flat = tf.reshape(self._normalised_pdf(params), (self.n_members, -1))
-        residuals = self._data - self._fk_product(flat)
+        pdf = self._normalised_pdf(params)
+        residuals = self._data - self._data_products(pdf)
         chi2 = self.chi2_from_residuals(residuals)
-        return Observables(chi2, self.positivity_penalty(flat, multiplier))
+        return Observables(chi2, self.positivity_penalty(pdf, multiplier))
 
     def pdf(self, params: Sequence[tf.Tensor], x: np.ndarray) -> np.ndarray:
         """Normalised x·f in the fitted basis at any x: (M, n_x, 8), as numpy."""

@@ -92,6 +92,10 @@ class CommondataFiles:
     kinematic_coverage: tuple[str, ...]
     fk_tables: tuple[tuple[str, ...], ...]
     variants: tuple[str, ...]
+    operation: str = "NULL"
+    conversion_factor: float = 1.0
+    normalization: tuple[tuple[str, float], ...] = ()  # per FK table name
+    shifts: tuple[tuple[str, int], ...] = ()  # per FK table name: points skipped before it
 
 
 def missing_nnpdf(name: str) -> RealDataError:
@@ -184,6 +188,12 @@ def commondata_files(name: str, variant: str | None, root: Path | None = None) -
         kinematic_coverage=tuple(str(k) for k in chosen.get("kinematic_coverage") or ()),
         fk_tables=tuple(tuple(str(t) for t in op) for op in theory.get("FK_tables") or ()),
         variants=tuple(variants),
+        operation=str(theory.get("operation") or "NULL").upper(),
+        conversion_factor=float(theory.get("conversion_factor", 1.0)),
+        normalization=tuple(
+            (str(k), float(v)) for k, v in (theory.get("normalization") or {}).items()
+        ),
+        shifts=tuple((str(k), int(v)) for k, v in (theory.get("shifts") or {}).items()),
     )
 
 

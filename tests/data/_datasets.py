@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hyperscan.data import STANDARD_XGRID, Dataset
+from hyperscan.data import STANDARD_XGRID, Dataset, FkTable
 
 
 def random_dataset(name: str, n: int, key: int) -> Dataset:
@@ -14,8 +14,7 @@ def random_dataset(name: str, n: int, key: int) -> Dataset:
     return Dataset(
         name=name,
         process="DIS_NC",
-        fk=rng.normal(size=(n, 14, grid.size)),
-        xgrid=grid,
+        tables=(FkTable(rng.normal(size=(n, 14, grid.size)), grid),),
         central=rng.normal(size=n),
         kinematics=np.column_stack([np.full(n, 0.5), np.full(n, 10.0), np.full(n, np.nan)]),
     )

@@ -83,7 +83,7 @@ def test_other_variant_of_bcdms() -> None:
 
     shipped, other = load_real_dataset(BCDMS, "rzero"), load_real_dataset(BCDMS, "rqcd")
     assert other.variant == "rqcd" and shipped.variant == "rzero"
-    np.testing.assert_array_equal(other.fk, shipped.fk)
+    np.testing.assert_array_equal(other.tables[0].fk, shipped.tables[0].fk)
     np.testing.assert_array_equal(other.central, rqcd.central)
     np.testing.assert_array_equal(other.sys, rqcd.sys)
     a = real_problem([{"dataset": BCDMS, "variant": "rqcd"}])

@@ -33,7 +33,7 @@ def test_shapes_and_dtypes(closure, size):
     assert p.covmat.shape == (n_points, n_points) and p.covmat.dtype == np.float64
     assert p.central.shape == (n_points,) and p.truth.shape == (n_points,)
     for d in p.datasets:
-        assert d.fk.dtype == np.float64 and d.fk.shape == (d.n_data, 14, d.xgrid.size)
+        assert d.table.fk.dtype == np.float64 and d.table.fk.shape == (d.n_data, 14, d.xgrid.size)
         assert d.kinematics.shape == (d.n_data, 3)
         assert 20 <= d.xgrid.size <= 50
         # a contiguous slice of the standard grid, up to x = 1, a few nodes below the data
@@ -43,17 +43,17 @@ def test_shapes_and_dtypes(closure, size):
         assert start == 0 or np.searchsorted(d.xgrid, x.min()) == 7
         assert np.all((x > d.xgrid[0]) & (x < 1.0)) and np.all(np.diff(x) >= 0)
         assert np.all((q2 >= 2.0) & (q2 <= 1000.0)) and np.all(np.isnan(y))
-        assert np.all(d.fk[:, ZERO_ROWS, :] == 0.0)
+        assert np.all(d.table.fk[:, ZERO_ROWS, :] == 0.0)
         assert d.process in ("DIS_NC", "DIS_CC", "TOY_GLUON")
     assert len(p.positivity) >= 4
     for pos in p.positivity:
-        assert pos.fk.shape == (20, 14, pos.xgrid.size)
+        assert pos.table.fk.shape == (20, 14, pos.xgrid.size)
     assert len({d.name for d in p.datasets}) == n_sets
 
 
 def test_arrays_are_read_only(closure):
     p = closure("tiny")
-    for a in (p.covmat, p.central, p.truth, p.datasets[0].fk, p.positivity[0].fk):
+    for a in (p.covmat, p.central, p.truth, p.datasets[0].table.fk, p.positivity[0].table.fk):
         with pytest.raises(ValueError):
             a[0] = 1.0
 
@@ -65,7 +65,7 @@ def test_deterministic(level):
     np.testing.assert_array_equal(a.covmat, b.covmat)
     np.testing.assert_array_equal(a.central, b.central)
     for da, db in zip(a.datasets, b.datasets, strict=True):
-        np.testing.assert_array_equal(da.fk, db.fk)
+        np.testing.assert_array_equal(da.table.fk, db.table.fk)
         np.testing.assert_array_equal(da.kinematics, db.kinematics)
     assert a.fingerprint() == b.fingerprint()
 
@@ -114,7 +114,7 @@ def test_level0_central_is_truth_and_truth_is_fk_times_toy(closure):
         p = closure(size)
         np.testing.assert_array_equal(p.central, p.truth)
         for d, s in zip(p.datasets, p.dataset_slices(), strict=True):
-            expected = np.einsum("nfa,fa->n", d.fk, r @ toy_pdf(d.xgrid).T)
+            expected = np.einsum("nfa,fa->n", d.table.fk, r @ toy_pdf(d.xgrid).T)
             np.testing.assert_allclose(p.truth[s], expected, rtol=1e-13)
             assert np.all(p.truth[s] > 0)
 
@@ -173,7 +173,7 @@ def test_blocks_cover_and_do_not_leak(closure, size):
 def test_every_fit_flavour_is_constrained(closure, size):
     p = closure(size)
     r = fit_to_fk_rotation()
-    rows = np.concatenate([np.einsum("nfa,fk->nk", d.fk, r) for d in p.datasets])
+    rows = np.concatenate([np.einsum("nfa,fk->nk", d.table.fk, r) for d in p.datasets])
     weight = np.abs(rows).sum(axis=0)
     missing = [FIT_BASIS[k] for k in np.flatnonzero(weight == 0)]
     assert not missing
@@ -187,7 +187,7 @@ def test_positivity_holds_for_the_truth(closure):
         for pos in closure(size).positivity:
             pred = pos.predictions(r @ toy_pdf(pos.xgrid).T)
             assert pred.shape == (pos.n_points,) and np.all(pred >= 0), pos.name
-            x = np.einsum("na,a->n", np.abs(pos.fk).sum(axis=1), pos.xgrid)
+            x = np.einsum("na,a->n", np.abs(pos.table.fk).sum(axis=1), pos.xgrid)
             assert x.min() < 1e-6 and x.max() < 0.9
 
 

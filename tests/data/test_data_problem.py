@@ -12,6 +12,7 @@ from _datasets import random_dataset
 from hyperscan.data import (
     STANDARD_XGRID,
     Dataset,
+    FkTable,
     PositivitySet,
     Problem,
     closure_problem,
@@ -54,18 +55,23 @@ def test_validation_errors():
     with pytest.raises(ValueError, match="truth"):
         Problem((d,), np.eye(3), truth=np.zeros(2))
     with pytest.raises(ValueError, match="fk must have shape"):
-        Dataset("X", "DIS_NC", np.zeros((2, 13, 10)), d.xgrid, np.zeros(2), np.zeros((2, 3)))
+        FkTable(np.zeros((2, 13, 10)), d.xgrid)
     with pytest.raises(ValueError, match="increasing"):
-        Dataset("X", "DIS_NC", np.zeros((2, 14, 10)), d.xgrid[::-1], np.zeros(2), np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="central"):
-        Dataset("X", "DIS_NC", np.zeros((2, 14, 10)), d.xgrid, np.zeros(3), np.zeros((2, 3)))
+        FkTable(np.zeros((2, 14, 10)), d.xgrid[::-1])
+    table = FkTable(np.zeros((2, 14, 10)), d.xgrid)
+    with pytest.raises(ValueError, match=r"tables have \[2\] rows, its data 3 points"):
+        Dataset("X", "DIS_NC", (table,), np.zeros(3), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="RATIO takes 2 tables, got 1"):
+        Dataset("X", "DIS_NC", (table,), np.zeros(2), np.zeros((2, 3)), "ratio")
+    with pytest.raises(ValueError, match="operation 'DIV' is not supported"):
+        Dataset("X", "DIS_NC", (table, table), np.zeros(2), np.zeros((2, 3)), "DIV")
 
 
 def test_inputs_are_copied_not_aliased():
     fk = np.ones((2, 14, 10))
-    d = Dataset("X", "DIS_NC", fk, STANDARD_XGRID[-10:], np.zeros(2), np.zeros((2, 3)))
+    d = Dataset("X", "DIS_NC", (FkTable(fk, STANDARD_XGRID[-10:]),), np.zeros(2), np.zeros((2, 3)))
     fk[0, 0, 0] = 5.0
-    assert d.fk[0, 0, 0] == 1.0
+    assert d.table.fk[0, 0, 0] == 1.0
 
 
 def test_predictions_broadcast_over_leading_axes(closure):
@@ -74,7 +80,7 @@ def test_predictions_broadcast_over_leading_axes(closure):
     xf = np.random.default_rng(0).normal(size=(3, 2, 14, d.xgrid.size))
     out = d.predictions(xf)
     assert out.shape == (3, 2, d.n_data)
-    np.testing.assert_allclose(out[1, 0], np.einsum("nfa,fa->n", d.fk, xf[1, 0]), rtol=1e-12)
+    np.testing.assert_allclose(out[1, 0], np.einsum("nfa,fa->n", d.table.fk, xf[1, 0]), rtol=1e-12)
     with pytest.raises(ValueError, match="xf_fk"):
         d.predictions(np.zeros((14, d.xgrid.size + 1)))
 
@@ -129,10 +135,12 @@ def test_fingerprint_stable_and_sensitive(closure):
 
     d0 = p.datasets[0]
     pos0 = p.positivity[0]
-    nonzero_fk = int(np.flatnonzero(d0.fk)[0])
+    nonzero_pos = int(np.flatnonzero(pos0.table.fk)[0])
+    nonzero_fk = int(np.flatnonzero(d0.table.fk)[0])
+    table = d0.table
     variants = {
-        "fk": replace(d0, fk=bumped(d0.fk, nonzero_fk)),
-        "xgrid": replace(d0, xgrid=bumped(d0.xgrid)),
+        "fk": replace(d0, tables=(replace(table, fk=bumped(table.fk, nonzero_fk)),)),
+        "xgrid": replace(d0, tables=(replace(table, xgrid=bumped(table.xgrid)),)),
         "central": replace(d0, central=bumped(d0.central)),
         "kinematics": replace(d0, kinematics=bumped(d0.kinematics)),
         "name": replace(d0, name=d0.name + "_"),
@@ -151,13 +159,16 @@ def test_fingerprint_stable_and_sensitive(closure):
         Problem(
             p.datasets,
             p.covmat,
-            (replace(pos0, fk=bumped(pos0.fk, int(np.flatnonzero(pos0.fk)[0]))), *p.positivity[1:]),
+            (
+                replace(pos0, table=replace(pos0.table, fk=bumped(pos0.table.fk, nonzero_pos))),
+                *p.positivity[1:],
+            ),
             p.truth,
         ),
         Problem(
             p.datasets,
             p.covmat,
-            (replace(pos0, xgrid=bumped(pos0.xgrid)), *p.positivity[1:]),
+            (replace(pos0, table=replace(pos0.table, xgrid=bumped(pos0.xgrid))), *p.positivity[1:]),
             p.truth,
         ),
         Problem(p.datasets, p.covmat, (replace(pos0, name="POS_X"), *p.positivity[1:]), p.truth),
@@ -181,11 +192,11 @@ def test_fingerprint_ignores_signed_zero_and_nan_payload():
 
 def test_positivity_set():
     grid = np.array(STANDARD_XGRID[-10:])
-    pos = PositivitySet("POS", np.ones((3, 14, 10)), grid)
+    pos = PositivitySet("POS", FkTable(np.ones((3, 14, 10)), grid))
     assert pos.n_points == 3
     assert pos.predictions(np.ones((14, 10))).tolist() == [140.0] * 3
     with pytest.raises(ValueError):
-        PositivitySet("POS", np.ones((3, 14, 9)), grid)
+        PositivitySet("POS", FkTable(np.ones((3, 14, 9)), grid))
 
 
 def test_grid_predictions_need_every_fk_node():

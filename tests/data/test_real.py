@@ -45,8 +45,10 @@ def test_shipped_set_is_the_kit(real_data_files: list[Path]) -> None:
         name, variant, z = _kit(f)
         assert REAL_DATASETS[name] == variant
         d = load_real_dataset(name, variant)
-        np.testing.assert_array_equal(d.fk, z["fk"])  # the 9 rows restore (n, 14, n_x) exactly
-        for key in ("xgrid", "central", "stat", "sys"):
+        (table,) = d.tables
+        np.testing.assert_array_equal(table.fk, z["fk"])  # the 9 rows restore (n, 14, n_x) exactly
+        np.testing.assert_array_equal(table.xgrid, z["xgrid"])
+        for key in ("central", "stat", "sys"):
             np.testing.assert_array_equal(getattr(d, key), z[key])
         np.testing.assert_array_equal(d.kinematics, z["kinematics"])
         assert d.sys_type == tuple(z["sys_type"]) and d.sys_treatment == tuple(z["sys_treatment"])
@@ -123,8 +125,8 @@ def test_toy_convolution_matches_kit(real_data_files: list[Path]) -> None:
     for f in real_data_files:
         name, variant, z = _kit(f)
         d = load_real_dataset(name, variant)
-        xf = fit_to_fk_rotation() @ toy_pdf(d.xgrid, normalise=False).T  # (14, n_x)
-        ours = np.einsum("ifa,fa->i", d.fk, xf)
+        xf = fit_to_fk_rotation() @ toy_pdf(d.tables[0].xgrid, normalise=False).T  # (14, n_x)
+        ours = np.einsum("ifa,fa->i", d.tables[0].fk, xf)
         np.testing.assert_allclose(ours, z["toy_prediction"], rtol=1e-12, atol=0)
         # the normalised toy (the closure truth) differs by < 1e-7
         np.testing.assert_allclose(d.toy_prediction(), z["toy_prediction"], rtol=1e-6)
@@ -152,8 +154,8 @@ def test_toy_convolution_matches_pineappl(real_data_files: list[Path]) -> None:
         table = pineappl.fk_table.FkTable.read(str(folder / f"{name}.pineappl.lz4"))
         ref = np.asarray(table.convolve(pdg_convs=table.convolutions, xfxs=[xfx]))
         d = load_real_dataset(name, variant)
-        xf = fit_to_fk_rotation() @ toy_pdf(d.xgrid).T
-        ours = np.einsum("ifa,fa->i", d.fk, xf)
+        xf = fit_to_fk_rotation() @ toy_pdf(d.tables[0].xgrid).T
+        ours = np.einsum("ifa,fa->i", d.tables[0].fk, xf)
         np.testing.assert_allclose(ours, ref, rtol=1e-12, atol=0, err_msg=name)
 
 

@@ -23,8 +23,7 @@ def test_predictions_and_positivity_are_each_tables_own(make_card, size):
     params = [tf.constant(p) for p in params]
     problem = model.problem
     if size == "medium":  # its DIS-like tables leave whole (x, flavour) rows unused
-        assert model._fk_rows is not None
-        assert model._fk.shape[0] < model.xgrid.size * len(FIT_BASIS)
+        assert 0 < model._data_products.linear_rows < model.xgrid.size * len(FIT_BASIS)
     predictions = model.predictions(params).numpy()
     expected = np.concatenate(
         [d.predictions(_fk_basis_pdf(model, params, d.xgrid)) for d in problem.datasets], axis=1

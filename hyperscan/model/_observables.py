@@ -1,0 +1,152 @@
+"""Observables of the member-batched PDF: FK tables, one PDF or two, and their operations.
+
+All DIS-like tables contract in one matrix product, their rotation to the fitted basis folded
+in once. A hadronic table takes the luminosity of its non-zero flavour pairs at its own x
+nodes per member, (M, P·n_x·n_x), and contracts it with the table in one matrix product:
+luminosity first, not the table with one PDF first, by measurement
+(docs/performance.md#hadronic-observables). Compound observables (RATIO, ASY, ...) combine
+their tables' columns with validphys's operations, the same functions the host uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from hyperscan.data import FIT_BASIS, FkTable, fit_to_fk_rotation
+from hyperscan.data._tables import combine, on_grid
+
+
+@dataclass(frozen=True)
+class Observable:
+    """What one dataset (or positivity set) predicts: its tables and their operation."""
+
+    name: str
+    tables: tuple[FkTable, ...]
+    operation: str = "NULL"
+
+
+@dataclass(frozen=True)
+class _Hadronic:
+    nodes: tf.Tensor  # (n_x,) the table's x nodes in the union grid
+    left: tf.Tensor  # (P, 8) rows of the fitted-to-FK rotation for each pair's first flavour
+    right: tf.Tensor  # (P, 8) ... and its second
+    fk: tf.Tensor  # (P·n_x·n_x, n)
+
+
+class TableProducts:
+    """Observables (M, N) from the normalised PDF (M, X, 8) on the union grid ``xgrid``."""
+
+    def __init__(self, observables: Sequence[Observable], xgrid: np.ndarray, dtype: tf.DType):
+        self.dtype = dtype
+        self._n_x = xgrid.size
+        rotation = fit_to_fk_rotation()
+        linear = [t for o in observables for t in o.tables if not t.hadronic]
+        hadronic = [t for o in observables for t in o.tables if t.hadronic]
+        self._rows, self._linear = self._used_rows(self._flat(linear, xgrid, rotation))
+        self._hadronic = tuple(self._pairs(t, xgrid, rotation, o.name)
+                               for o in observables for t in o.tables if t.hadronic)  # fmt: skip
+        # where each table's predictions sit in the raw output: DIS-like first, in order
+        starts = np.cumsum([0] + [t.n_data for t in linear + hadronic])
+        position = {id(t): i for i, t in enumerate(linear + hadronic)}
+        self._combined = tuple(
+            (
+                o.operation,
+                tuple(
+                    (int(starts[position[id(t)]]), int(starts[position[id(t)] + 1]))
+                    for t in o.tables
+                ),  # fmt: skip
+            )
+            for o in observables
+        )
+        # One NULL DIS-like table each: the raw output is already the observables, in order.
+        self._direct = not hadronic and all(o.operation == "NULL" for o in observables)
+        self._n_points = sum(max(t.n_data for t in o.tables) for o in observables)
+
+    @property
+    def n_points(self) -> int:
+        """Observables predicted (columns of the output)."""
+        return self._n_points
+
+    def flops(self) -> float:
+        """Matmul FLOPs of the products per member-step, forward and backward."""
+        tables = ([] if self._linear is None else [self._linear]) + [t.fk for t in self._hadronic]
+        return float(sum(2 * 2 * t.shape[0] * t.shape[1] for t in tables))
+
+    @property
+    def linear_rows(self) -> int:
+        """Rows of the DIS-like matrix (the PDF's used (x, flavour) columns)."""
+        return 0 if self._linear is None else int(self._linear.shape[0])
+
+    def _constant(self, value: np.ndarray) -> tf.Tensor:
+        return tf.constant(value, dtype=self.dtype)
+
+    @staticmethod
+    def _flat(tables: list[FkTable], xgrid: np.ndarray, rotation: np.ndarray) -> np.ndarray:
+        """DIS-like tables → one (X·8, n_total) matrix on the union grid, fitted basis.
+
+        The flavour rotation is linear, so it is folded into the tables once instead of
+        rotating the PDF every step.
+        """
+        columns = []
+        for table in tables:
+            fk_fit = np.einsum("nka,kf->naf", table.fk, rotation)
+            on_union = np.zeros((table.n_data, xgrid.size, len(FIT_BASIS)))
+            on_union[:, np.searchsorted(xgrid, table.xgrid), :] = fk_fit
+            columns.append(on_union.reshape(table.n_data, -1))
+        if not columns:
+            return np.zeros((xgrid.size * len(FIT_BASIS), 0))
+        return np.concatenate(columns).T
+
+    def _used_rows(self, fk: np.ndarray) -> tuple[tf.Tensor | None, tf.Tensor | None]:
+        """The rows of the PDF the matrix uses (None: all) and the matrix on those only.
+
+        A dataset's table is zero for the flavours its observable does not probe and off its
+        own x grid, so on the union grid whole (x, flavour) rows can be zero (23% of the
+        nnpdf40 problem's): a gather of the PDF's few used columns spares that much GEMM.
+        """
+        if fk.shape[1] == 0:
+            return None, None
+        used = np.flatnonzero(np.any(fk != 0, axis=1))
+        if used.size == fk.shape[0]:
+            return None, self._constant(fk)
+        return tf.constant(used, tf.int32), self._constant(fk[used])
+
+    def _pairs(
+        self, table: FkTable, xgrid: np.ndarray, rotation: np.ndarray, name: str
+    ) -> _Hadronic:
+        nodes = on_grid(xgrid, table.xgrid, name)
+        fk = table.fk.reshape(table.n_data, -1).T
+        return _Hadronic(
+            tf.constant(nodes, tf.int32),
+            self._constant(rotation[table.pairs[:, 0]]),
+            self._constant(rotation[table.pairs[:, 1]]),
+            self._constant(fk),
+        )
+
+    def __call__(self, pdf: tf.Tensor) -> tf.Tensor:
+        """pdf (M, X, 8), x·f in the fitted basis on the union grid → (M, N)."""
+        parts = []
+        if self._linear is not None:
+            flat = tf.reshape(pdf, [-1, self._n_x * len(FIT_BASIS)])
+            used = flat if self._rows is None else tf.gather(flat, self._rows, axis=1)
+            parts.append(used @ self._linear)
+        for table in self._hadronic:
+            at_nodes = tf.gather(pdf, table.nodes, axis=1)  # (M, n_x, 8)
+            left = tf.einsum("mxk,pk->mpx", at_nodes, table.left)
+            right = tf.einsum("mxk,pk->mpx", at_nodes, table.right)
+            luminosity = left[:, :, :, None] * right[:, :, None, :]
+            parts.append(tf.reshape(luminosity, [tf.shape(pdf)[0], -1]) @ table.fk)
+        raw = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
+        if self._direct:
+            return raw
+        return tf.concat(
+            [
+                combine(operation, [raw[:, a:b] for a, b in columns])
+                for operation, columns in self._combined
+            ],
+            axis=1,
+        )
