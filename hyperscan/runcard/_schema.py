@@ -293,34 +293,31 @@ class ClosureSection(_Section):
         return self
 
 
-def _check_real_entry(entry: RealDatasetEntry) -> RealDatasetEntry:
+def _shipped_problems(entry: RealDatasetEntry) -> list[tuple[tuple[str, ...], str]]:
+    """Why ``entry`` is not a shipped dataset and variant (empty when it is)."""
     from hyperscan.runcard.real_datasets import REAL_DATASETS, check_real_dataset
 
     if entry.dataset not in REAL_DATASETS:
         available = ", ".join(sorted(REAL_DATASETS))
-        raise rule_error(
-            f"unknown real dataset {entry.dataset!r}; available: {available}", "dataset"
-        )
+        why = f"unknown real dataset {entry.dataset!r}; available: {available} (or name a theory"
+        return [(("dataset",), why + " folder in data.real.theory)")]
     try:
         check_real_dataset(entry.dataset, entry.variant)
     except ValueError as err:
-        raise rule_error(str(err), "variant") from None
-    return entry
+        return [(("variant",), str(err))]
+    return []
 
 
 class RealDatasetEntry(_Section):
-    """One shipped real dataset, as n3fit writes it: ``{dataset: NAME, variant: VARIANT}``."""
+    """One real dataset, as n3fit writes it: ``{dataset: NAME, variant: VARIANT}``."""
 
     dataset: Str
-    """NNPDF commondata name of a shipped dataset."""
+    """NNPDF commondata name: a shipped dataset or, with `theory`, any dataset of nnpdf-data
+    4.1.5 whose FK tables the theory folder holds."""
     variant: Str | None = None
     """The commondata variant (BCDMS: `rzero`); null: the default. Each dataset ships with one
     variant; other variants of it need nnpdf-data (`pip install nnpdf-data==4.1.5`).
     """
-
-    @model_validator(mode="after")
-    def _shipped(self) -> RealDatasetEntry:
-        return _check_real_entry(self)
 
 
 def _all_real_datasets() -> tuple[RealDatasetEntry, ...]:
@@ -359,7 +356,13 @@ class RealSection(_Section):
     datasets: Annotated[
         tuple[RealDatasetEntry, ...], Field(min_length=1), AfterValidator(_unique_real)
     ] = Field(default_factory=_all_real_datasets)
-    """The shipped datasets to fit, as `[{dataset: NAME, variant: VARIANT}]`; all 7 by default."""
+    """The datasets to fit, as `[{dataset: NAME, variant: VARIANT}]`; all 7 shipped DIS sets by
+    default."""
+    theory: Str | None = None
+    """A theory folder as NNPDF's share folder lays it out (`theory_<ID>/fastkernel/<FK
+    table>.pineappl.lz4`; this folder or the one holding it): `datasets` may then name any
+    dataset of nnpdf-data 4.1.5 whose tables it holds, DIS or hadronic (docs/real-data.md).
+    Needs nnpdf-data and pineappl (`pip install nnpdf-data==4.1.5 pineappl==1.5.0`)."""
     q2min: Annotated[Float, Field(ge=0)] = DEFAULT_Q2MIN
     """DIS cut Q² > q2min (GeV²)."""
     w2min: Annotated[Float, Field(ge=0)] = DEFAULT_W2MIN
@@ -372,6 +375,19 @@ class RealSection(_Section):
     """`{level, seed, fits}`: a closure test on the real FK tables (data = toy-PDF predictions);
     null fits the measured data.
     """
+
+    @model_validator(mode="after")
+    def _shipped_without_theory(self) -> RealSection:
+        if self.theory is None:
+            fail_at(
+                [
+                    (("datasets", i, *loc), message)
+                    for i, entry in enumerate(self.datasets)
+                    for loc, message in _shipped_problems(entry)
+                ],
+                self,
+            )
+        return self
 
 
 class DataSection(_Section):

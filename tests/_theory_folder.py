@@ -1,0 +1,151 @@
+"""Theory folders built by the tests: small PineAPPL FK tables with known entries.
+
+The hadronic tables are made with PineAPPL's own Python API (pineappl 1.5), so the reader is
+tested on real PineAPPL files with no download. Their numbers are made up (smooth, positive),
+not physics, scaled so that the toy PDF predicts each dataset's measured values: the tests
+check that each table and operation is read and computed as validphys does, not what Drell–Yan
+looks like. The DIS tables are the shipped ones, from ../shared/data.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from hyperscan.data import fit_to_fk_rotation, toy_pdf
+from hyperscan.data._commondata import read_commondata
+from hyperscan.data._theory import EVOLUTION_PIDS
+from hyperscan.runcard.real_datasets import commondata_files
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+Q0 = 1.65
+#: Hadronic datasets of nnpdf-data 4.1.5 that the built folder holds: a NULL with cuts, a
+#: RATIO and an ASY.
+HADRONIC = (
+    "DYE605_Z0_38P8GEV_DW_PXSEC",
+    "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO",
+    "D0_WPWM_1P96TEV_ASY",
+)
+#: Flavour pairs of the made-up hadronic tables, in PineAPPL's evolution-basis ids.
+PAIRS = ((100, 100), (21, 21), (100, 21), (200, 200))
+XGRID = np.geomspace(2e-3, 0.9, 9)
+
+
+def _interpolation(lo: float, hi: float, nodes: int, on_x: bool):
+    from pineappl.interpolation import (
+        Interp,
+        InterpolationMethod,
+        MappingMethod,
+        ReweightingMethod,
+    )
+
+    return Interp(
+        min=lo,
+        max=hi,
+        nodes=nodes,
+        order=3,
+        reweight_meth=ReweightingMethod.ApplGridX if on_x else ReweightingMethod.NoReweight,
+        map=MappingMethod.ApplGridF2 if on_x else MappingMethod.ApplGridH0,
+        interpolation_meth=InterpolationMethod.Lagrange,
+    )
+
+
+def write_fk_table(
+    path: Path,
+    channels: list[tuple[int, ...]],
+    xgrid: np.ndarray,
+    values: np.ndarray,
+    q0: float = Q0,
+    evolution_basis: bool = True,
+) -> None:
+    """An FK table file of ``values`` (bins, channels, n_x[, n_x]) on ``xgrid`` (ascending)
+    at Q0 = ``q0``: one PDF per pid in each channel tuple, the PDFs of unpolarised protons."""
+    from pineappl.boc import BinsWithFillLimits, Channel, Kinematics, Order, ScaleFuncForm, Scales
+    from pineappl.convolutions import Conv, ConvType
+    from pineappl.fk_table import FkTable
+    from pineappl.grid import Grid
+    from pineappl.pids import PidBasis
+    from pineappl.subgrid import ImportSubgridV1
+
+    n_conv = len(channels[0])
+    proton = Conv(convolution_types=ConvType(polarized=False, time_like=False), pid=2212)
+    grid = Grid(
+        pid_basis=PidBasis.Evol if evolution_basis else PidBasis.Pdg,
+        channels=[Channel([(list(c), 1.0)]) for c in channels],
+        orders=[Order(0, 0, 0, 0, 0)],
+        bins=BinsWithFillLimits.from_fill_limits(
+            fill_limits=[float(i) for i in range(values.shape[0] + 1)]
+        ),
+        convolutions=[proton] * n_conv,
+        interpolations=[_interpolation(1e2, 1e8, 40, False)]
+        + [_interpolation(2e-7, 1.0, 50, True)] * n_conv,
+        kinematics=[Kinematics.Scale(0)] + [Kinematics.X(i) for i in range(n_conv)],
+        scale_funcs=Scales(
+            ren=ScaleFuncForm.Scale(0), fac=ScaleFuncForm.Scale(0), frg=ScaleFuncForm.NoScale(0)
+        ),
+    )
+    x = np.asarray(xgrid, dtype=float)
+    for b in range(values.shape[0]):
+        for c in range(len(channels)):
+            subgrid = ImportSubgridV1(
+                array=values[b, c][None, ...], node_values=[np.array([q0 * q0])] + [x] * n_conv
+            )
+            grid.set_subgrid(0, b, c, subgrid.into())
+    FkTable(grid).write_lz4(str(path))
+
+
+def made_up_values(n: int, seed: int) -> np.ndarray:
+    """(n, P, n_x, n_x) smooth positive entries, each point peaked at its own x1, x2."""
+    rng = np.random.default_rng(seed)
+    logs = np.log(XGRID)
+    centre = rng.uniform(logs[1], logs[-2], size=(n, 2))
+    width = 0.8
+    bump = (
+        np.exp(
+            -((logs[None, :, None] - centre[:, 0, None, None]) ** 2)
+            - (logs[None, None, :] - centre[:, 1, None, None]) ** 2
+        )
+        / width
+    )
+    weights = rng.uniform(0.5, 1.5, size=(n, len(PAIRS)))
+    return weights[:, :, None, None] * bump[:, None]
+
+
+def build_theory_folder(root: Path, hadronic: tuple[str, ...] = HADRONIC) -> Path:
+    """``root``/theory_99000001: the shipped DIS tables (by their FK table names), tables for
+    ``hadronic``, and the card; returns the theory folder."""
+    folder = root / "theory_99000001"
+    fastkernel = folder / "fastkernel"
+    fastkernel.mkdir(parents=True)
+    shutil.copy(SHARED_DATA / "theory_99000001.yaml", folder / "theory.yaml")
+    rows = (SHARED_DATA / "datasets.tsv").read_text().splitlines()[1:]
+    for dataset, _, fk_name, *_ in (r.split("\t") for r in rows):
+        shutil.copy(
+            SHARED_DATA / "fktables" / f"{dataset}.pineappl.lz4",
+            fastkernel / f"{fk_name}.pineappl.lz4",
+        )
+    for seed, name in enumerate(hadronic):
+        files = commondata_files(name, None)
+        central = read_commondata(name, None).central
+        # each operand's table predicts, with the toy PDF, what makes the dataset's observable
+        # its measured data: closure data then match the data's uncertainties
+        targets = {
+            "NULL": [central],
+            "RATIO": [central, np.ones_like(central)],
+            "ASY": [(1 + central) / 2, (1 - central) / 2],
+        }[files.operation]
+        base = made_up_values(files.ndata, seed)
+        for (table,), target in zip(files.fk_tables, targets, strict=True):
+            values = base * (target / _toy_predictions(base))[:, None, None, None]
+            write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values)
+    return folder
+
+
+def _toy_predictions(values: np.ndarray) -> np.ndarray:
+    """What PineAPPL's convolution of ``values`` (acting on f) gives with the toy PDF."""
+    f = (fit_to_fk_rotation() @ toy_pdf(XGRID).T) / XGRID  # (14, n_x)
+    left = np.array([f[EVOLUTION_PIDS.index(a)] for a, _ in PAIRS])
+    right = np.array([f[EVOLUTION_PIDS.index(b)] for _, b in PAIRS])
+    return np.einsum("ncab,ca,cb->n", values, left, right)
