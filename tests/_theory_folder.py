@@ -28,6 +28,8 @@ HADRONIC = (
     "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO",
     "D0_WPWM_1P96TEV_ASY",
 )
+#: A Drell–Yan positivity set of NNPDF4.0 that the built folder holds.
+POSITIVITY = "NNPDF_POS_2P24GEV_DYU"
 #: Flavour pairs of the made-up hadronic tables, in PineAPPL's evolution-basis ids.
 PAIRS = ((100, 100), (21, 21), (100, 21), (200, 200))
 XGRID = np.geomspace(2e-3, 0.9, 9)
@@ -115,7 +117,7 @@ def made_up_values(n: int, seed: int) -> np.ndarray:
 
 def build_theory_folder(root: Path, hadronic: tuple[str, ...] = HADRONIC) -> Path:
     """``root``/theory_99000001: the shipped DIS tables (by their FK table names), tables for
-    ``hadronic``, and the card; returns the theory folder."""
+    ``hadronic`` and POSITIVITY, and the card; returns the theory folder."""
     folder = root / "theory_99000001"
     fastkernel = folder / "fastkernel"
     fastkernel.mkdir(parents=True)
@@ -140,6 +142,11 @@ def build_theory_folder(root: Path, hadronic: tuple[str, ...] = HADRONIC) -> Pat
         for (table,), target in zip(files.fk_tables, targets, strict=True):
             values = base * (target / _toy_predictions(base))[:, None, None, None]
             write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values)
+    files = commondata_files(POSITIVITY, None)
+    ((table,),) = files.fk_tables
+    values = made_up_values(files.ndata, len(hadronic))
+    values = values / _toy_predictions(values)[:, None, None, None]
+    write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values)
     return folder
 
 

@@ -73,6 +73,7 @@ def _fitted_data(data: DataSection, source: str, fit: int = 0) -> Problem:
                 closure_level=None if real.closure is None else real.closure.level,
                 closure_seed=0 if real.closure is None else real.closure.seed + fit,
                 theory=real.theory,
+                positivity=real.positivity,
             )
         except ValueError as error:  # the schema checked the rest: cuts that leave no point
             raise RuncardError([("data.real", str(error))], source=source) from None

@@ -39,7 +39,7 @@ from ._cuts import default_cut_mask
 from ._flavours import FK_BASIS
 from ._problem import Dataset, Problem
 from ._tables import FkTable, combine
-from ._theory import find_theory, theory_dataset
+from ._theory import find_theory, theory_dataset, theory_positivity
 
 #: Folder of the shipped tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
@@ -106,15 +106,10 @@ class RealDataset:
 
     def dataset(self, keep: np.ndarray) -> Dataset:
         """The fitted dataset of the points ``keep``."""
-        tables = tuple(t.rows(keep) for t in self.tables)
-        return Dataset(
-            self.name,
-            self.process,
-            tables,
-            self.central[keep],
-            self.kinematics[keep],
-            self.operation,
+        everything = Dataset(
+            self.name, self.process, self.tables, self.central, self.kinematics, self.operation
         )
+        return everything.rows(keep)
 
 
 def _corrupt(path: Path, why: str) -> RealDataError:
@@ -294,6 +289,7 @@ def real_problem(
     closure_seed: int = 0,
     data_dir: Path | str | None = None,
     theory: Path | str | None = None,
+    positivity: Sequence[str] = (),
 ) -> Problem:
     """Problem of real datasets, cuts applied: the shipped DIS sets, or with ``theory`` (a
     theory folder, ``_theory.py``) any dataset of nnpdf-data whose tables it holds.
@@ -303,7 +299,8 @@ def real_problem(
     (t0 covariance); False: the experimental covariance. closure_level None fits the measured
     data (``truth`` None); 0 or 1 replaces them by toy-PDF predictions (+ one fluctuation drawn
     from the covariance with ``np.random.default_rng(closure_seed)`` at level 1), truth = toy.
-    No positivity sets (as in the n3fit peer runcards).
+    positivity: positivity sets of nnpdf-data (``NNPDF_POS_...``) whose tables ``theory``
+    holds; none by default (as in the n3fit peer runcards).
     """
     if datasets is None:
         datasets = [{"dataset": k, "variant": v} for k, v in REAL_DATASETS.items()]
@@ -317,11 +314,14 @@ def real_problem(
         raise ValueError("real_problem needs at least one dataset")
     if closure_level not in (None, 0, 1):
         raise ValueError(f"closure level must be 0 or 1, got {closure_level!r}")
-    pto = 2
+    pto, positivity_sets = 2, ()
+    if positivity and theory is None:
+        raise ValueError("positivity sets are read from a theory folder: give one")
     if theory is not None:
         folder = find_theory(theory)
         pto = folder.pto
         loaded = [theory_dataset(folder, n, v) for n, v in specs]
+        positivity_sets = tuple(theory_positivity(folder, n) for n in positivity)
     elif data_dir is None:
         loaded = [_cached(n, v) for n, v in specs]
     else:
@@ -334,7 +334,7 @@ def real_problem(
     covmat, systematics = experimental_covariance(loaded, masks, toys if t0 else None)
     covmat.setflags(write=False)
     out = [d.dataset(m) for d, m in zip(loaded, masks, strict=True)]
-    problem = Problem(tuple(out), covmat, systematics=systematics)
+    problem = Problem(tuple(out), covmat, positivity_sets, systematics=systematics)
     if closure_level is None:
         return problem
     # closure test on the real tables: data = toy predictions (+ one fluctuation)

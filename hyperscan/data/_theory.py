@@ -29,7 +29,8 @@ from hyperscan.runcard.real_datasets import RealDataError
 
 from ._commondata import read_commondata
 from ._flavours import FK_BASIS
-from ._tables import FkTable, operation
+from ._problem import PositivitySet
+from ._tables import FkTable, Operation, operation
 
 #: Bump when the converted arrays change for the same file: old cache entries are then unused.
 CONVERTER_VERSION = 1
@@ -115,6 +116,42 @@ def theory_dataset(theory: Theory, name: str, variant: str | None):  # -> RealDa
 
     files = meta.commondata_files(name, variant)
     data = read_commondata(name, variant)
+    op, tables = _tables(theory, files, data.n_data)
+    return RealDataset(
+        name=name,
+        variant=variant,
+        process=data.process_type,
+        tables=tables,
+        operation=op.name,
+        kinematics=data.kinematics,
+        central=data.central,
+        stat=data.stat,
+        sys=data.sys,
+        sys_treatment=data.sys_treatment,
+        sys_type=data.sys_type,
+        kinematics_names=data.kinematics_names,
+    )
+
+
+def theory_positivity(theory: Theory, name: str) -> PositivitySet:
+    """Positivity set ``name`` of nnpdf-data (``NNPDF_POS_...``), its table from ``theory``."""
+    files = meta.commondata_files(name, None)
+    if not files.process_type.startswith("POS_"):
+        raise RealDataError(
+            f"{name} is not a positivity set: its process type is {files.process_type}, not "
+            "POS_DIS, POS_DY or POS_XPDF"
+        )
+    op, tables = _tables(theory, files, files.ndata)
+    if op.name != "NULL":
+        raise RealDataError(f"{name}: a positivity set of operation {op.name} is not supported")
+    return PositivitySet(name, tables[0])
+
+
+def _tables(
+    theory: Theory, files: meta.CommondataFiles, n_data: int
+) -> tuple[Operation, tuple[FkTable, ...]]:
+    """The operation and the operands' tables of one commondata observable."""
+    name = files.name
     try:
         op = operation(files.operation)
     except ValueError as err:
@@ -140,26 +177,17 @@ def theory_dataset(theory: Theory, name: str, variant: str | None):  # -> RealDa
             f"{name}: operation {op.name} takes {op.arity} operands, its metadata give "
             f"{len(tables)}"
         )
+    last = tables[-1]
+    if op.name == "RATIO" and len(files.fk_tables[-1]) == 1 and not np.any(last.fk[1:]):
+        # a total padded with empty rows: validphys keeps its first row, which divides every point
+        tables[-1] = last.rows(np.array([0]))
     for table in tables:
-        if table.n_data not in (data.n_data, 1):
+        if table.n_data not in (n_data, 1):
             raise RealDataError(
                 f"{name}: an FK table of theory {theory.id} has {table.n_data} points, the "
-                f"data {data.n_data}"
+                f"data {n_data}"
             )
-    return RealDataset(
-        name=name,
-        variant=variant,
-        process=data.process_type,
-        tables=tuple(tables),
-        operation=op.name,
-        kinematics=data.kinematics,
-        central=data.central,
-        stat=data.stat,
-        sys=data.sys,
-        sys_treatment=data.sys_treatment,
-        sys_type=data.sys_type,
-        kinematics_names=data.kinematics_names,
-    )
+    return op, tuple(tables)
 
 
 def _concatenated(parts: list[tuple[int, FkTable, float]], name: str) -> FkTable:

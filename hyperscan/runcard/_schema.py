@@ -363,6 +363,10 @@ class RealSection(_Section):
     table>.pineappl.lz4`; this folder or the one holding it): `datasets` may then name any
     dataset of nnpdf-data 4.1.5 whose tables it holds, DIS or hadronic (docs/real-data.md).
     Needs nnpdf-data and pineappl (`pip install nnpdf-data==4.1.5 pineappl==1.5.0`)."""
+    positivity: Annotated[tuple[Str, ...], AfterValidator(_unique)] = ()
+    """Positivity sets of nnpdf-data whose tables `theory` holds, e.g.
+    `[NNPDF_POS_2P24GEV_DYU, NNPDF_POS_2P24GEV_F2U]`: penalised as the `positivity` section
+    says. None by default."""
     q2min: Annotated[Float, Field(ge=0)] = DEFAULT_Q2MIN
     """DIS cut Q² > q2min (GeV²)."""
     w2min: Annotated[Float, Field(ge=0)] = DEFAULT_W2MIN
@@ -378,6 +382,9 @@ class RealSection(_Section):
 
     @model_validator(mode="after")
     def _shipped_without_theory(self) -> RealSection:
+        if self.positivity and self.theory is None:
+            raise rule_error("positivity sets are read from a theory folder: give `theory`",
+                             "positivity")  # fmt: skip
         if self.theory is None:
             fail_at(
                 [

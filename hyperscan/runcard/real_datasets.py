@@ -164,7 +164,8 @@ def commondata_files(name: str, variant: str | None, root: Path | None = None) -
             )
         swaps = variants[variant] or {}
         chosen.update({k: swaps[k] for k in _VARIANT_KEYS if swaps.get(k) is not None})
-    if not chosen.get("data_uncertainties") or not chosen.get("data_central"):
+    special = setname.startswith("NNPDF_")  # positivity and integrability: no data (validphys)
+    if not special and (not chosen.get("data_uncertainties") or not chosen.get("data_central")):
         raise RealDataError(
             f"{name}: {variant_text(variant)} has no central values or uncertainties in "
             f"nnpdf-data; choose one of the variants: {', '.join(variants) or 'none'}"
@@ -182,8 +183,8 @@ def commondata_files(name: str, variant: str | None, root: Path | None = None) -
         folder=path.parent,
         ndata=ndata,
         process_type=str(chosen.get("process_type")),
-        data_central=str(chosen["data_central"]),
-        data_uncertainties=tuple(str(f) for f in chosen["data_uncertainties"]),
+        data_central=str(chosen.get("data_central") or ""),
+        data_uncertainties=tuple(str(f) for f in chosen.get("data_uncertainties") or ()),
         kinematics=kinematics["file"],
         kinematic_coverage=tuple(str(k) for k in chosen.get("kinematic_coverage") or ()),
         fk_tables=tuple(tuple(str(t) for t in op) for op in theory.get("FK_tables") or ()),

@@ -9,7 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _theory_folder import HADRONIC, PAIRS, SHARED_DATA, XGRID, build_theory_folder, write_fk_table
+from _theory_folder import (
+    HADRONIC,
+    PAIRS,
+    POSITIVITY,
+    SHARED_DATA,
+    XGRID,
+    build_theory_folder,
+    write_fk_table,
+)
 
 from hyperscan.data import (
     FK_BASIS,
@@ -23,7 +31,13 @@ from hyperscan.data import (
 )
 from hyperscan.data._cuts import DEFAULT_MAX_TAU
 from hyperscan.data._flavours import _toy_physical
-from hyperscan.data._theory import EVOLUTION_PIDS, converted_table, find_theory, theory_dataset
+from hyperscan.data._theory import (
+    EVOLUTION_PIDS,
+    converted_table,
+    find_theory,
+    theory_dataset,
+    theory_positivity,
+)
 from hyperscan.runcard.real_datasets import RealDataError, commondata_files
 
 _PDG = {2: "u", -2: "ubar", 1: "d", -1: "dbar", 3: "s", -3: "sbar", 4: "c", -4: "cbar", 21: "g"}
@@ -109,6 +123,26 @@ def test_a_compound_dataset_combines_its_tables_as_validphys(theory_folder, name
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
+def test_a_drell_yan_positivity_set_takes_its_conversion_factor(theory_folder) -> None:
+    from pineappl.fk_table import FkTable as PineapplTable
+
+    theory = find_theory(theory_folder)
+    files = commondata_files(POSITIVITY, None)
+    assert files.process_type == "POS_DY" and files.conversion_factor == 0.7071
+    positivity = theory_positivity(theory, POSITIVITY)
+    ((table_name,),) = files.fk_tables
+    reference = PineapplTable.read(str(theory.fastkernel / f"{table_name}.pineappl.lz4"))
+    xfx = _toy_xfx()
+    expected = reference.convolve(pdg_convs=reference.convolutions, xfxs=[xfx, xfx])
+    got = positivity.predictions(_toy_fk_basis(positivity.xgrid))
+    np.testing.assert_allclose(got, 0.7071 * expected, rtol=1e-10)
+    problem = real_problem(["DYE605_Z0_38P8GEV_DW_PXSEC"], theory=theory_folder,
+                           positivity=[POSITIVITY])  # fmt: skip
+    assert [p.name for p in problem.positivity] == [POSITIVITY]
+    with pytest.raises(RealDataError, match="is not a positivity set"):
+        theory_positivity(theory, "DYE605_Z0_38P8GEV_DW_PXSEC")
+
+
 def test_the_fixed_target_cut_is_validphys_rule(theory_folder) -> None:
     name = "DYE605_Z0_38P8GEV_DW_PXSEC"
     dataset = theory_dataset(find_theory(theory_folder), name, None)
@@ -175,6 +209,24 @@ def test_a_one_point_ratio_denominator_divides_every_point_and_survives_cuts() -
     cut = d.rows(np.array([False, True, True]))
     assert cut.tables[1].n_data == 1
     np.testing.assert_array_equal(cut.predictions(np.ones((14, 2))), [0.5, 0.75])
+
+
+def test_a_ratio_denominator_padded_with_empty_rows_is_its_first_row(theory_folder, tmp_path):
+    """validphys keeps only the first row of a RATIO's one-table denominator whose other rows
+    are all zero: a total that divides every point, and that cuts leave whole."""
+    name = "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO"
+    folder = tmp_path / "theory_99000001"
+    shutil.copytree(theory_folder, folder)
+    total = np.zeros((15, len(PAIRS), XGRID.size, XGRID.size))
+    total[0] = 1.0
+    write_fk_table(folder / "fastkernel" / "DYE866R_P.pineappl.lz4", list(PAIRS), XGRID, total)
+    dataset = theory_dataset(find_theory(folder), name, None)
+    assert [t.n_data for t in dataset.tables] == [15, 1]
+    numerator, denominator = (t.predictions(_toy_fk_basis(XGRID)) for t in dataset.tables)
+    everything = dataset.dataset(np.ones(15, bool))
+    np.testing.assert_allclose(
+        everything.predictions(_toy_fk_basis(everything.xgrid)), numerator / denominator[0]
+    )
 
 
 def test_a_hadronic_table_keeps_its_pairs_only() -> None:

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from _cards import tiny_card
-from _theory_folder import SHARED_DATA, build_theory_folder
+from _theory_folder import POSITIVITY, SHARED_DATA, build_theory_folder
 
 from hyperscan.data import fit_to_fk_rotation, load_problem
 from hyperscan.fit import TrialBatch, build_ensemble, run_fit, trainer_settings
+from hyperscan.model._ensemble import POSITIVITY_ELU_ALPHA
 
 DATASETS = [
     "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA",  # DIS, one table
@@ -39,9 +40,10 @@ def hadronic_card(theory):
                 "theory": theory,
                 "datasets": [{"dataset": d} for d in DATASETS],
                 "closure": {"level": 1, "seed": 3},
+                "positivity": [POSITIVITY],
             },
         }
-        base = {"data": data, "replicas": [1, 2, 3], "epochs": 200}
+        base = {"data": data, "replicas": [1, 2, 3], "epochs": 120}
         return tiny_card(**{**base, **overrides})
 
     return make
@@ -59,6 +61,15 @@ def test_the_model_predicts_what_the_host_does(hadronic_card):
         xf = np.einsum("kf,mxf->mkx", fit_to_fk_rotation(), model.pdf(params, d.xgrid))
         expected.append(d.predictions(xf))
     np.testing.assert_allclose(predictions, np.concatenate(expected, axis=1), rtol=1e-10)
+
+    (positivity,) = problem.positivity
+    assert positivity.table.hadronic
+    multiplier = np.geomspace(1.0, 1.0e6, model.n_members)
+    xf = np.einsum("kf,mxf->mkx", fit_to_fk_rotation(), model.pdf(params, positivity.xgrid))
+    values = -multiplier[:, None] * positivity.predictions(xf)
+    elu = np.maximum(values, 0.0) + POSITIVITY_ELU_ALPHA * (np.exp(np.minimum(values, 0)) - 1)
+    penalty = model.observables(params, tf.constant(multiplier)).positivity.numpy()
+    np.testing.assert_allclose(penalty[:, 0], elu.sum(axis=1), rtol=1e-10, atol=1e-14)
 
 
 def _same(result, alone, member=None) -> None:
@@ -98,14 +109,14 @@ def test_a_compacted_fit_equals_the_fit(batched):
 
 def test_a_packed_trial_equals_the_trial_alone(hadronic_card):
     trials = [
-        hadronic_card(replicas=[1, 2], epochs=120),
+        hadronic_card(replicas=[1, 2], epochs=80),
         hadronic_card(
             replicas=[1, 2],
-            epochs=80,
+            epochs=60,
             architecture={"nodes": [6], "activations": ["sigmoid"]},
             optimizer={"name": "adam", "learning_rate": 0.01},
         ),
-        hadronic_card(replicas=[1, 2], epochs=60, optimizer={"name": "rmsprop"}),
+        hadronic_card(replicas=[1, 2], epochs=40, optimizer={"name": "rmsprop"}),
     ]
     problem = load_problem(trials[0])
     batch = TrialBatch(trials[0], problem, slots=2, reserve=trials)
