@@ -4,8 +4,9 @@
 validphys has one rule per process type only for DIS (Q² > q2min and W² > w2min); every
 hadronic cut is a rule of one dataset. Those of the Drell–Yan, W and Z datasets are written
 here as functions of the dataset's kinematics by their commondata names, its central values
-and the theory's perturbative order (rules marked NNLO+ apply from PTO 2 on). A dataset with
-no rule keeps every point, as in validphys.
+and the theory's perturbative order (NNLO+ rules apply from PTO 2 on, NNLO- below it). A
+dataset with no rule keeps every point, as in validphys; one whose rules are not ported here
+(top-pair and jet data, charm structure functions) is refused (``unsupported``).
 """
 
 from __future__ import annotations
@@ -28,32 +29,68 @@ def _fixed_target_drell_yan(k: Kinematics, central: np.ndarray) -> np.ndarray:
     return (tau <= DEFAULT_MAX_TAU) & (np.abs(k["y"] / rapidity_max) <= _MAX_Y_FIXED_TARGET)
 
 
-def _at_least(variable: str, bound: float) -> _Rule:
-    return lambda k, central: k[variable] >= bound
+def _range(variable: str, low: float = -np.inf, high: float = np.inf) -> _Rule:
+    """low <= variable <= high."""
+    return lambda k, central: (k[variable] >= low) & (k[variable] <= high)
 
 
 def _mass_at_most(variable: str, bound: float) -> _Rule:
     return lambda k, central: np.sqrt(k[variable]) <= bound
 
 
-#: dataset -> (lowest PTO the rule applies at, rule).
-_DATASET_RULES: dict[str, tuple[int, _Rule]] = {
-    "DYE866_Z0_800GEV_PXSEC": (0, _fixed_target_drell_yan),
-    "DYE605_Z0_38P8GEV_DW_PXSEC": (0, _fixed_target_drell_yan),
-    "D0_WPWM_1P96TEV_ASY": (2, lambda k, central: np.abs(central) >= 0.03),
-    "LHCB_Z0_7TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_Z0_8TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_WPWM_7TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_WPWM_8TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_DY_7TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_DY_8TEV_MUON_Y": (2, _at_least("y", 2.25)),
-    "LHCB_Z0_13TEV_DIELECTRON-Y": (2, _at_least("y", 2.20)),
-    "LHCB_Z0_13TEV_DIMUON-Y": (2, _at_least("y", 2.20)),
-    "ATLAS_Z0_8TEV_LOWMASS_M-Y": (0, _mass_at_most("m_Z2", 116.0)),
+def _cms_dimuon_nlo(k: Kinematics, central: np.ndarray) -> np.ndarray:
+    mass = np.sqrt(k["m_Z2"])
+    return (mass <= 200.0) & (mass >= 30.0) & (k["y"] <= 2.2)
+
+
+def _cms_dimuon_nnlo(k: Kinematics, central: np.ndarray) -> np.ndarray:
+    return (np.sqrt(k["m_Z2"]) <= 200.0) & (k["y"] <= 2.2)
+
+
+def _not_first_points(n: int) -> _Rule:
+    return lambda k, central: np.arange(central.size) >= n
+
+
+_ANY, _NNLO_PLUS, _NNLO_MINUS = (0, 99), (2, 99), (0, 1)
+#: dataset -> (the perturbative orders the rule applies at, lowest and highest; rule).
+_DATASET_RULES: dict[str, tuple[tuple[int, int], _Rule]] = {
+    "DYE866_Z0_800GEV_PXSEC": (_ANY, _fixed_target_drell_yan),
+    "DYE605_Z0_38P8GEV_DW_PXSEC": (_ANY, _fixed_target_drell_yan),
+    "D0_WPWM_1P96TEV_ASY": (_NNLO_PLUS, lambda k, central: np.abs(central) >= 0.03),
+    **{
+        f"LHCB_{boson}_{energy}TEV_MUON_Y": (_NNLO_PLUS, _range("y", low=2.25))
+        for boson in ("Z0", "WPWM", "DY")
+        for energy in (7, 8)
+    },
+    "LHCB_Z0_13TEV_DIELECTRON-Y": (_NNLO_PLUS, _range("y", low=2.20)),
+    "LHCB_Z0_13TEV_DIMUON-Y": (_NNLO_PLUS, _range("y", low=2.20)),
+    "ATLAS_Z0_8TEV_LOWMASS_M-Y": (_ANY, _mass_at_most("m_Z2", 116.0)),
+    "ATLAS_Z0_7TEV_49FB_HIMASS": (_ANY, _range("m_ll", high=200.0)),
+    "ATLAS_Z0_7TEV_LOMASS_M": (_NNLO_MINUS, _not_first_points(2)),
+    "CMS_Z0_13TEV_AFB": (_ANY, lambda k, central: (k["m_ll"] < 86.0) | (k["m_ll"] > 96.0)),
+    "ATLAS_WJ_8TEV_WP-PT": (_ANY, _range("pT", low=30.0)),
+    "ATLAS_WJ_8TEV_WM-PT": (_ANY, _range("pT", low=30.0)),
+    "ATLAS_Z0J_8TEV_PT-M": (_ANY, _range("pT", low=30.0)),
+    "ATLAS_Z0J_8TEV_PT-Y": (_ANY, _range("pT", low=30.0, high=150.0)),
+    "ATLAS_Z0J_13TEV_PT_LL": (_ANY, _range("pT", low=30.0, high=150.0)),
+}
+#: Datasets with more than one rule: every rule must keep a point.
+_MORE_RULES: dict[str, list[tuple[tuple[int, int], _Rule]]] = {
+    "CMS_Z0_7TEV_DIMUON_2D": [(_NNLO_MINUS, _cms_dimuon_nlo), (_NNLO_PLUS, _cms_dimuon_nnlo)],
+    "CMS_Z0J_8TEV_PT-Y": [(_ANY, _range("pT", 30.0, 170.0)), (_ANY, _range("abs_y", high=1.6))],
+    "CMS_Z0J_13TEV_PT-M": [(_ANY, _range("pT", 30.0, 170.0)), (_ANY, _range("m_ll", low=76.0))],
 }
 
-#: Datasets whose cuts are known here: the DIS process types and the rules above.
-RULED_DATASETS = frozenset(_DATASET_RULES)
+
+def unsupported(name: str, process: str) -> str | None:
+    """Why the default cuts of ``name`` cannot be applied here (None: they can)."""
+    if process == "DIS_NC_CHARM":
+        return "its cuts depend on the heavy-flavour scheme (DIS_NC_CHARM), not ported"
+    if ("_TTBAR_" in name and name.endswith("-NORM")) or "1JET" in name or "2JET" in name:
+        return "its validphys cut rules (top-pair or jet data) are not ported"
+    if process == "INTEG" or process.startswith("POS_"):
+        return f"it is a {process} set, not data: give positivity sets in data.real.positivity"
+    return None
 
 
 def default_cut_mask(
@@ -74,9 +111,11 @@ def default_cut_mask(
         if process.startswith("DIS"):
             x, q2 = named["x"], named["Q2"]
             keep &= (q2 > q2min) & (q2 * (1.0 - x) / x > w2min)
+        rules = _MORE_RULES.get(name, [])
         if name in _DATASET_RULES:
-            lowest, rule = _DATASET_RULES[name]
-            if pto >= lowest:
+            rules = [_DATASET_RULES[name]]
+        for (lowest, highest), rule in rules:
+            if lowest <= pto <= highest:
                 keep &= rule(named, central)
     except KeyError as err:
         raise ValueError(

@@ -28,6 +28,7 @@ from hyperscan.runcard import real_datasets as meta
 from hyperscan.runcard.real_datasets import RealDataError
 
 from ._commondata import read_commondata
+from ._cuts import unsupported
 from ._flavours import FK_BASIS
 from ._problem import PositivitySet
 from ._tables import FkTable, Operation, operation
@@ -115,6 +116,9 @@ def theory_dataset(theory: Theory, name: str, variant: str | None):  # -> RealDa
     from ._real import RealDataset  # the shipped sets' type; _real imports this module
 
     files = meta.commondata_files(name, variant)
+    why = unsupported(name, files.process_type)
+    if why is not None:
+        raise RealDataError(f"{name} (process type {files.process_type}) is not supported: {why}")
     data = read_commondata(name, variant)
     op, tables = _tables(theory, files, data.n_data)
     return RealDataset(

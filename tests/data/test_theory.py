@@ -293,6 +293,47 @@ def test_a_dataset_not_in_nnpdf_data_is_refused(theory_folder) -> None:
         real_problem(["DYE999_Z0_XSEC"], theory=theory_folder)
 
 
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("ATLAS_TTBAR_8TEV_LJ_DIF_YT-NORM", "top-pair or jet data"),
+        ("CMS_1JET_8TEV_PTY", "top-pair or jet data"),
+        ("NNPDF_POS_2P24GEV_DYU", "give positivity sets in data.real.positivity"),
+    ],
+)
+def test_a_dataset_whose_cuts_are_not_ported_is_refused(theory_folder, name, why) -> None:
+    with pytest.raises(RealDataError, match=f"{name} .*is not supported: .*{why}"):
+        real_problem([name], theory=theory_folder)
+
+
+def test_the_drell_yan_rules_at_each_order() -> None:
+    from hyperscan.data._cuts import default_cut_mask
+
+    def mask(name, names, rows, pto, central=None):
+        kinematics = np.array(rows, dtype=float)
+        central = np.zeros(len(rows)) if central is None else np.array(central)
+        return default_cut_mask(
+            name, "DY", kinematics, names, central, q2min=3.49, w2min=12.5, pto=pto
+        ).tolist()
+
+    cms = ("y", "m_Z2", "sqrts")
+    rows = [[1.0, 25.0**2, 7000], [1.0, 100.0**2, 7000], [2.3, 100.0**2, 7000]]
+    assert mask("CMS_Z0_7TEV_DIMUON_2D", cms, rows, pto=1) == [False, True, False]
+    assert mask("CMS_Z0_7TEV_DIMUON_2D", cms, rows, pto=2) == [True, True, False]
+    lhcb = [[2.0, 8315.0, 7000], [2.5, 8315.0, 7000]]
+    assert mask("LHCB_Z0_7TEV_MUON_Y", cms, lhcb, pto=1) == [True, True]
+    assert mask("LHCB_Z0_7TEV_MUON_Y", cms, lhcb, pto=2) == [False, True]
+    ptm = ("pT", "m_ll", "")
+    rows = [[20.0, 90.0, 0], [100.0, 90.0, 0], [200.0, 90.0, 0], [100.0, 60.0, 0]]
+    assert mask("CMS_Z0J_13TEV_PT-M", ptm, rows, pto=2) == [False, True, False, False]
+    lomass = ("m_ll", "sqrts", "")
+    rows = [[20.0, 7000], [30.0, 7000], [40.0, 7000]]
+    assert mask("ATLAS_Z0_7TEV_LOMASS_M", lomass, rows, pto=1) == [False, False, True]
+    assert mask("ATLAS_Z0_7TEV_LOMASS_M", lomass, rows, pto=2) == [True, True, True]
+    with pytest.raises(ValueError, match="needs the kinematic variable 'm_Z2'"):
+        mask("CMS_Z0_7TEV_DIMUON_2D", ("y", "M2", "sqrts"), [[1.0, 1.0, 1.0]], pto=2)
+
+
 def test_an_unsupported_operation_is_refused(theory_folder, monkeypatch) -> None:
     from hyperscan.data import _theory
 

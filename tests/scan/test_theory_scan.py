@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from _service import WORKER_ENV, cli, scan_card, write_card
+from _service import WORKER_ENV, assert_clean_failure, cli, scan_card, write_card
 from _theory_folder import SHARED_DATA, build_theory_folder
 from optuna.trial import TrialState
 
@@ -100,3 +102,38 @@ def test_a_slotted_scan_then_export_and_fit_give_back_each_trial(theory, tmp_pat
             m["chi2_per_point"]["validation"] for m in _members(tmp_path / f"fit{trial.number}")
         ]
         assert sum(validation) / 2 == pytest.approx(trial.value, rel=1e-6, abs=0)
+
+
+def _broken(theory: Path, tmp_path: Path, how: str) -> tuple[Path, str]:
+    """A copy of the theory folder broken `how`, and the dataset to ask of it."""
+    share = tmp_path / "share"
+    shutil.copytree(theory, share)
+    table = share / "theory_99000001" / "fastkernel" / "DYE605.pineappl.lz4"
+    if how == "missing table":
+        table.unlink()
+    elif how == "damaged table":
+        table.write_bytes(table.read_bytes()[:100])
+    elif how == "no folder":
+        shutil.rmtree(share)
+    return share, "DYE999_Z0_XSEC" if how == "unknown dataset" else "DYE605_Z0_38P8GEV_DW_PXSEC"
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("no folder", r"data\.real: theory folder .*share does not exist"),
+        ("missing table", "needs the FK table DYE605, which theory 99000001 lacks"),
+        ("damaged table", "DYE605.pineappl.lz4 is damaged or not a PineAPPL file"),
+        ("unknown dataset", "unknown commondata dataset 'DYE999_Z0_XSEC'"),
+    ],
+)
+def test_a_bad_theory_folder_is_one_line_and_writes_nothing(theory, tmp_path, how, message):
+    share, dataset = _broken(theory, tmp_path, how)
+    card = scan_card(data=_data(share), epochs=10)
+    card["data"]["real"]["datasets"] = [{"dataset": dataset}]
+    del card["scan"]
+    result = cli("fit", write_card(tmp_path / "fit.yml", card), "-o", tmp_path / "out")
+    error = assert_clean_failure(result)
+    assert re.search(message, error), error
+    assert error.count("\n") == 1
+    assert not (tmp_path / "out").exists()
