@@ -27,7 +27,7 @@ from ._from_runcard import (
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
-from ._tables import OPERATIONS, FkTable, Operation
+from ._tables import OPERATIONS, FkTable, Operation, combine, on_grid
 
 __all__ = [
     "CLOSURE_SIZES",
@@ -43,6 +43,7 @@ __all__ = [
     "PositivitySet",
     "Problem",
     "closure_problem",
+    "combine",
     "empty_folds",
     "experimental_chi2",
     "fit_to_fk_rotation",
@@ -51,6 +52,7 @@ __all__ = [
     "level1_data",
     "load_problem",
     "load_real_dataset",
+    "on_grid",
     "real_problem",
     "replica_data",
     "toy_pdf",

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import FIT_BASIS, FkTable, fit_to_fk_rotation
-from hyperscan.data._tables import combine, on_grid
+from hyperscan.data import FIT_BASIS, FkTable, combine, fit_to_fk_rotation, on_grid
 
 
 @dataclass(frozen=True)
