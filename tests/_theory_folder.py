@@ -22,11 +22,13 @@ from hyperscan.runcard.real_datasets import commondata_files
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 Q0 = 1.65
 #: Hadronic datasets of nnpdf-data 4.1.5 that the built folder holds: a NULL with cuts, a
-#: RATIO and an ASY.
+#: RATIO, an ASY, an ADD and a COM (of 20 tables), each operation that unpolarised data use.
 HADRONIC = (
     "DYE605_Z0_38P8GEV_DW_PXSEC",
     "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO",
     "D0_WPWM_1P96TEV_ASY",
+    "CMS_WCHARM_7TEV_WPWM-TOT",
+    "DYE906_Z0_120GEV_DW_PDXSECRATIO",
 )
 #: A Drell–Yan positivity set of NNPDF4.0 that the built folder holds.
 POSITIVITY = "NNPDF_POS_2P24GEV_DYU"
@@ -137,6 +139,8 @@ def build_theory_folder(root: Path, hadronic: tuple[str, ...] = HADRONIC) -> Pat
             "NULL": [central],
             "RATIO": [central, np.ones_like(central)],
             "ASY": [(1 + central) / 2, (1 - central) / 2],
+            "ADD": [central / 2, central / 2],
+            "COM": [central / 10] * 10 + [np.full_like(central, 0.1)] * 10,
         }[files.operation]
         base = made_up_values(files.ndata, seed)
         for (table,), target in zip(files.fk_tables, targets, strict=True):

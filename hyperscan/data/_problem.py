@@ -13,6 +13,9 @@ import numpy as np
 from ._flavours import FK_BASIS
 from ._tables import FkTable, combine, on_grid, operation
 
+#: The low-rank χ² needs each point's uncorrelated variance above this fraction of its variance.
+UNCORRELATED_FLOOR = 1e-12
+
 
 def _frozen(a: np.ndarray | Sequence[float], name: str, ndim: int) -> np.ndarray:
     """float64, C-contiguous, read-only copy of ``a`` (no copy if it already is one).
@@ -230,7 +233,7 @@ def _tidy_systematics(
                 f"rows {b.start}..{b.stop - 1} reaches {worst:.3g} (> 1e-10 x {scale:.3g})"
             )
     d = _uncorrelated(covmat, out)
-    bad = np.flatnonzero(~(d > 1e-12 * np.diag(covmat)))
+    bad = np.flatnonzero(~(d > UNCORRELATED_FLOOR * np.diag(covmat)))
     if bad.size:
         i = int(bad[0])
         raise ValueError(

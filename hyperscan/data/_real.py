@@ -37,7 +37,7 @@ from ._closure import _outer_sum, _toy_fk_basis, with_closure_data
 from ._commondata import CommonData, read_commondata
 from ._cuts import default_cut_mask
 from ._flavours import FK_BASIS
-from ._problem import Dataset, Problem
+from ._problem import UNCORRELATED_FLOOR, Dataset, Problem
 from ._tables import FkTable, combine
 from ._theory import find_theory, theory_dataset, theory_positivity
 
@@ -334,6 +334,13 @@ def real_problem(
     covmat, systematics = experimental_covariance(loaded, masks, toys if t0 else None)
     covmat.setflags(write=False)
     out = [d.dataset(m) for d, m in zip(loaded, masks, strict=True)]
+    if not np.all(
+        np.diag(covmat) - (systematics * systematics).sum(axis=1)
+        > UNCORRELATED_FLOOR * np.diag(covmat)
+    ):
+        # every uncertainty of some point is correlated (systematics made from a covariance
+        # matrix, as E906's): no diagonal to split off, so the χ² factorises covmat densely
+        systematics = None
     problem = Problem(tuple(out), covmat, positivity_sets, systematics=systematics)
     if closure_level is None:
         return problem

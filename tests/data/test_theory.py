@@ -117,6 +117,8 @@ def test_a_compound_dataset_combines_its_tables_as_validphys(theory_folder, name
         "NULL": lambda a: a,
         "RATIO": lambda a, b: a / b,
         "ASY": lambda a, b: (a - b) / (a + b),
+        "ADD": lambda a, b: a + b,
+        "COM": lambda *t: sum(t[:10]) / sum(t[10:]),
     }[files.operation](*parts)
     xf = _toy_fk_basis(dataset.dataset(np.ones(dataset.n_data, bool)).xgrid)
     got = dataset.dataset(np.ones(dataset.n_data, bool)).predictions(xf)
