@@ -54,7 +54,6 @@ EVOLUTION_PIDS: tuple[int, ...] = (
 )
 _PROTON = 2212
 _Q0_TOLERANCE = 1e-6
-_INSTALL = "pip install nnpdf-data==4.1.5 pineappl==1.5.0"
 
 
 @dataclass(frozen=True)
@@ -294,7 +293,7 @@ def _read_pineappl(path: Path):  # -> pineappl.fk_table.FkTable
         from pineappl.fk_table import FkTable as PineapplTable
     except ImportError:
         raise RealDataError(
-            f"reading {path} needs pineappl, which is not installed: {_INSTALL}"
+            f"reading {path} needs pineappl, which is not installed: {meta.INSTALL_HINT}"
         ) from None
     try:
         return PineapplTable.read(str(path))

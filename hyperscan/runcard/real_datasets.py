@@ -40,7 +40,7 @@ REAL_DATASETS: dict[str, str | None] = {
 #: How to get the other variants: the package of hyperscan's ``nnpdf`` extra, by its own name.
 #: Not ``pip install 'hyperscan[nnpdf]'``: on PyPI "hyperscan" is another project (bindings of
 #: Intel's regex library), which that command installs or, with -U, puts in place of this one.
-INSTALL_HINT = "pip install nnpdf-data==4.1.5"
+INSTALL_HINT = "pip install nnpdf-data==4.1.5 pineappl==1.5.0"
 
 #: What a variant may replace (validphys' ``Variant``; ``experiment`` only relabels).
 _VARIANT_KEYS = ("data_central", "data_uncertainties", "theory")
