@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
-    from hyperscan.fit._slots import TrialBatch, auto_slots, max_slots
+    from hyperscan.fit._slots import MustFitAlone, TrialBatch, auto_slots, max_slots
     from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
 
 _TENSORFLOW = {
@@ -65,6 +65,7 @@ _TENSORFLOW = {
     "OPTIMIZERS": "_optimizers",
     "make_optimizer": "_optimizers",
     "ProgressBar": "_progress",
+    "MustFitAlone": "_slots",
     "TrialBatch": "_slots",
     "auto_slots": "_slots",
     "max_slots": "_slots",
@@ -94,6 +95,7 @@ __all__ = [
     "STOPPED",
     "FitResult",
     "MemberSpec",
+    "MustFitAlone",
     "ProgressBar",
     "ResultsKeptError",
     "SyncReport",

@@ -57,6 +57,11 @@ AUTO_ROWS = {"CPU": 64, "GPU": 4096}
 AUTO_MEMORY_SHARE = 0.25
 
 
+class MustFitAlone(ValueError):
+    """A trial whose runcard changes what the batch's members share (a searched
+    ``data.training_fraction``, ``training.precision``, ...): it is fitted on its own."""
+
+
 @dataclass
 class _Slot:
     """A trial in the batch: its own model (for its starts and results) and its rows."""
@@ -130,14 +135,17 @@ class TrialBatch:
     ) -> None:
         """Put trial `key`, of fit runcard `card`, in a free slot; it starts at the next
         `advance`. `on_sync` sees the trial's own sync reports, as `run_fit`'s would.
-        ValueError when no slot is free or `card` cannot share the batch."""
+        MustFitAlone when `card` cannot share the batch; ValueError when no slot is free."""
         free = [index for index, slot in enumerate(self._slots) if slot is None]
         if not free:
             raise ValueError("no free slot in the trial batch")
         if key in self.in_flight:
             raise ValueError(f"trial {key!r} is in the batch already")
         specs = self._specs
-        checked_member_runcards(self._runcard, [card] * len(specs), specs)
+        try:
+            checked_member_runcards(self._runcard, [card] * len(specs), specs)
+        except ValueError as error:
+            raise MustFitAlone(str(error)) from None
         started = time.perf_counter()
         inputs, params = build_members(card, self._problem, specs, None, self._level1)
         activations = card.architecture.activations

@@ -11,7 +11,6 @@ failed. What a trial is (its values, attributes, re-queue on a stop) is the
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -20,12 +19,14 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
-from hyperscan.fit import FitResult, SyncReport, TrialBatch, run_fit
+from hyperscan.fit import FitResult, MustFitAlone, SyncReport, TrialBatch, run_fit
 from hyperscan.scan._objective import Objective, WorkerStopping, _Monitor
 from hyperscan.scan.storage import (
     BudgetSpent,
     TrialHeartbeats,
+    asking_outside_optimize,
     fail_stale_trials,
+    overtaken,
     requeue_cut_short,
     transient_error,
     trial_id,
@@ -57,15 +58,6 @@ class _Slot:
                 raise
             self.error = error
         return True
-
-
-def overtaken(error: Exception) -> bool:
-    """Whether ``error`` says another worker failed the trial as stale (its heartbeat came
-    late) and re-queued it: Optuna's UpdateFinishedTrialError, or, when the trial's own tell
-    hit the finished trial, "Cannot tell a FAIL trial"."""
-    return isinstance(error, UpdateFinishedTrialError) or (
-        isinstance(error, ValueError) and str(error).startswith("Cannot tell a")
-    )
 
 
 def run_slots(
@@ -146,9 +138,7 @@ def _fill(
     halted = False
     while batch.free_slots and not halted and may_take(len(slots)):
         try:
-            with warnings.catch_warnings():
-                # "Heartbeat of storage is supposed to be used with Study.optimize": beaten here.
-                warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+            with asking_outside_optimize():
                 trial = study.ask()
         except BudgetSpent:
             return True, True
@@ -168,7 +158,7 @@ def _fill(
             continue
         try:
             batch.place(trial.number, card, on_sync=slot.on_sync)
-        except ValueError as error:
+        except MustFitAlone as error:
             # Its values change what one model's members share (a searched
             # data.training_fraction, training.precision, ...): fitted alone, the others wait.
             _logger.warning("trial %d fitted alone: %s", trial.number, error)

@@ -9,7 +9,7 @@ import pytest
 from _cards import tiny_card
 
 from hyperscan.data import load_problem
-from hyperscan.fit import TrialBatch, run_fit
+from hyperscan.fit import MustFitAlone, TrialBatch, run_fit
 
 BASE = {"replicas": [1, 2], "epochs": 150, "training": {"steps_per_call": 20}}
 
@@ -114,8 +114,9 @@ def test_a_dropped_trial_frees_its_slot():
     problem = load_problem(TRIALS[0])
     batch = TrialBatch(TRIALS[0], problem, slots=1)
     batch.place("a", TRIALS[0])
-    with pytest.raises(ValueError, match="no free slot"):
+    with pytest.raises(ValueError, match="no free slot") as refused:
         batch.place("b", TRIALS[1])
+    assert not isinstance(refused.value, MustFitAlone)  # a broken caller, not a lone trial
     batch.drop("a")
     assert batch.free_slots == 1 and batch.in_flight == []
     batch.place("b", TRIALS[3])
@@ -127,7 +128,7 @@ def test_a_dropped_trial_frees_its_slot():
 def test_a_trial_of_another_split_is_refused():
     problem = load_problem(TRIALS[0])
     batch = TrialBatch(TRIALS[0], problem, slots=2)
-    with pytest.raises(ValueError, match="'data' differs"):
+    with pytest.raises(MustFitAlone, match="'data' differs"):
         batch.place("other", card(data={"training_fraction": 0.5}))
 
 

@@ -235,6 +235,21 @@ def test_a_trial_that_cannot_share_the_batch_is_fitted_alone(tmp_path, caplog):
     assert [t.value for t in many] == _approx([t.value for t in one])
 
 
+def test_a_broken_trial_batch_fails_the_worker_instead_of_fitting_alone(tmp_path, monkeypatch):
+    """Only a trial that cannot share the batch is fitted alone: any other error of placing it
+    (a covariance not positive definite, a broken row invariant) is a fault, raised."""
+    from hyperscan.fit import TrialBatch
+
+    def broken(self, key, card, on_sync=None):
+        raise ValueError("covariance block of ['X'] is not positive definite")
+
+    monkeypatch.setattr(TrialBatch, "place", broken)
+    storage = open_storage(str(tmp_path / "s.journal"), create=True)
+    create_study(scan_runcard_from_dict(scan_card(scan={"trials": 2})), storage, "broken")
+    with pytest.raises(ValueError, match="not positive definite"):
+        run_worker("broken", storage, slots=SLOTS)
+
+
 def _running(study: optuna.Study, worker: Worker, count: int) -> list[FrozenTrial]:
     """``count`` trials of ``worker`` running, each once its fit is under way (it reported)."""
 
