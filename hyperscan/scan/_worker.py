@@ -22,7 +22,7 @@ from hyperscan.data import Problem
 from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping
-from hyperscan.scan._slotted import overtaken, run_slots
+from hyperscan.scan._slotted import run_slots
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
 from hyperscan.scan._trial_attrs import requeued as was_requeued
@@ -35,6 +35,7 @@ from hyperscan.scan.storage import (
     fail_stale_trials,
     gate_takes,
     load_study,
+    overtaken,
     requeue_cut_short,
     retrying,
     storage_url,

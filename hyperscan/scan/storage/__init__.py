@@ -38,6 +38,7 @@ from hyperscan.scan.storage._heartbeat import TrialHeartbeats
 from hyperscan.scan.storage._internals import study_storage, trial_id, trial_log
 from hyperscan.scan.storage._journal import HeartbeatJournalStorage
 from hyperscan.scan.storage._open import load_study, open_storage, study_names
+from hyperscan.scan.storage._optuna_messages import asking_outside_optimize, overtaken
 from hyperscan.scan.storage._redact import redact
 from hyperscan.scan.storage._retry import (
     STORAGE_RETRY_WAITS,
@@ -63,6 +64,7 @@ __all__ = [
     "StorageError",
     "TakeGate",
     "TrialHeartbeats",
+    "asking_outside_optimize",
     "describe_error",
     "errors_described",
     "explained_storage_errors",
@@ -71,6 +73,7 @@ __all__ = [
     "journal_path",
     "load_study",
     "open_storage",
+    "overtaken",
     "record_with_retries",
     "redact",
     "requeue_cut_short",
