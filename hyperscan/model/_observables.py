@@ -2,10 +2,11 @@
 
 All DIS-like tables contract in one matrix product, their rotation to the fitted basis folded
 in once. A hadronic table takes the luminosity of its non-zero flavour pairs at its own x
-nodes per member, (M, P·n_x·n_x), and contracts it with the table in one matrix product:
-luminosity first, not the table with one PDF first, by measurement
-(docs/performance.md#hadronic-observables). Compound observables (RATIO, ASY, ...) combine
-their tables' columns with validphys's operations, the same functions the host uses.
+nodes per member, (M, P·n_x·n_x), and contracts it with the table in one matrix product,
+the table stored (n, P·n_x·n_x) and multiplied transposed: luminosity first, not the table
+with one PDF first, by measurement (docs/performance.md#hadronic-observables). Compound
+observables (RATIO, ASY, ...) combine their tables' columns with validphys's operations, the
+same functions the host uses.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class _Hadronic:
     nodes: tf.Tensor  # (n_x,) the table's x nodes in the union grid
     left: tf.Tensor  # (P, 8) rows of the fitted-to-FK rotation for each pair's first flavour
     right: tf.Tensor  # (P, 8) ... and its second
-    fk: tf.Tensor  # (P·n_x·n_x, n)
+    fk: tf.Tensor  # (n, P·n_x·n_x): multiplied transposed, which XLA's CPU GEMV runs 3x faster
 
 
 class TableProducts:
@@ -118,7 +119,7 @@ class TableProducts:
         self, table: FkTable, xgrid: np.ndarray, rotation: np.ndarray, name: str
     ) -> _Hadronic:
         nodes = on_grid(xgrid, table.xgrid, name)
-        fk = table.fk.reshape(table.n_data, -1).T
+        fk = table.fk.reshape(table.n_data, -1)
         return _Hadronic(
             tf.constant(nodes, tf.int32),
             self._constant(rotation[table.pairs[:, 0]]),
@@ -138,7 +139,8 @@ class TableProducts:
             left = tf.einsum("mxk,pk->mpx", at_nodes, table.left)
             right = tf.einsum("mxk,pk->mpx", at_nodes, table.right)
             luminosity = left[:, :, :, None] * right[:, :, None, :]
-            parts.append(tf.reshape(luminosity, [tf.shape(pdf)[0], -1]) @ table.fk)
+            flat = tf.reshape(luminosity, [tf.shape(pdf)[0], -1])
+            parts.append(tf.matmul(flat, table.fk, transpose_b=True))
         raw = parts[0] if len(parts) == 1 else tf.concat(parts, axis=1)
         if self._direct:
             return raw
