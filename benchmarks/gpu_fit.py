@@ -25,15 +25,15 @@ if TYPE_CHECKING:
 
 
 def benchmark_card(
-    replicas: int, epochs: int, steps_per_call: int, size: str = "nnpdf40"
+    replicas: int, epochs: int, steps_per_call: int, size: str = "nnpdf40", data: dict | None = None
 ) -> FitRuncard:
-    """The fit timed: a closure problem, float32, patience 1.0 so that every replica runs
-    every epoch."""
+    """The fit timed: a closure problem (or the runcard `data` section given), float32,
+    patience 1.0 so that every replica runs every epoch."""
     from hyperscan.runcard import FitRuncard
 
     return FitRuncard.model_validate(
         {
-            "data": {"closure": {"size": size, "level": 1}},
+            "data": data or {"closure": {"size": size, "level": 1}},
             "replicas": replicas,
             "epochs": epochs,
             "stopping": {"patience": 1.0},

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """hyperscan's compiled training loop, carried to a GPU node that has JAX but no TensorFlow.
 
-    python benchmarks/xla_bundle.py export DIR [--replicas 100]     (where hyperscan runs)
+    python benchmarks/xla_bundle.py export DIR [--replicas 100] [--data-from RUNCARD]
+                                                                    (where hyperscan runs)
     python3 benchmarks/xla_bundle.py run DIR [--epochs 1000]        (numpy and jaxlib only)
 
 Why: the GPU nodes this project may be lent have jaxlib for CUDA but no TensorFlow and no
@@ -45,18 +46,25 @@ PARAMS_TOLERANCE, CHI2_TOLERANCE = 1e-5, 1e-3
 STEP, CHI2, STATUS = 0, 1, 2
 
 
-def export(directory: Path, replicas: int, size: str = "nnpdf40") -> None:
-    """Writes the bundle: the module, its argument values, TensorFlow's first step."""
+def export(
+    directory: Path, replicas: int, size: str = "nnpdf40", data_from: Path | None = None
+) -> None:
+    """Writes the bundle: the module, its argument values, TensorFlow's first step. With
+    `data_from`, the data are that runcard's `data` section (a theory folder's hadronic and
+    compound observables, say) instead of a closure problem."""
     from gpu_fit import benchmark_card
 
     from hyperscan.cli._tensorflow import configure_tensorflow
 
     configure_tensorflow("cpu")
     import tensorflow as tf
+    import yaml  # here: the GPU node that runs the bundle has numpy and jaxlib only
 
     from hyperscan.fit import Trainer, build_ensemble, trainer_settings, usable_starts
 
-    card = benchmark_card(replicas, epochs=1000, steps_per_call=250, size=size)
+    data = None if data_from is None else yaml.safe_load(data_from.read_text())["data"]
+    card = benchmark_card(replicas, epochs=1000, steps_per_call=250, size=size, data=data)
+    fit = f"closure {size}" if data_from is None else f"the data of {data_from}"
     model, specs, params = build_ensemble(card)
     settings = trainer_settings(card, len(specs))
     params, _ = usable_starts(card, model, specs, params, settings)  # as run_fit starts
@@ -86,8 +94,8 @@ def export(directory: Path, replicas: int, size: str = "nnpdf40") -> None:
         partial / REFERENCE, params=trainer.variables["params"].numpy(), chi2=first.chi2
     )
     manifest = {
-        "fit": f"closure {size}, {replicas} replicas, float32, patience 1.0",
-        "size": size,
+        "fit": f"{fit}, {replicas} replicas, float32, patience 1.0",
+        "size": size if data_from is None else None,
         "replicas": replicas,
         "labels": labels,
         "updates": {str(output): argument for output, argument in updates.items()},
@@ -240,6 +248,9 @@ def main() -> None:
     exporting.add_argument("directory", type=Path)
     exporting.add_argument("--replicas", type=positive, default=100)
     exporting.add_argument("--size", default="nnpdf40", help="the closure problem")
+    exporting.add_argument(
+        "--data-from", type=Path, help="a runcard whose data section to fit instead (YAML)"
+    )
     running = commands.add_parser("run", help="compile and time it (needs numpy and jaxlib)")
     running.add_argument("directory", type=Path)
     running.add_argument("--epochs", type=positive, default=1000)
@@ -249,7 +260,7 @@ def main() -> None:
     if args.command == "export":
         if args.directory.exists():
             sys.exit(f"xla_bundle: {args.directory} exists; remove it or choose another folder")
-        export(args.directory, args.replicas, args.size)
+        export(args.directory, args.replicas, args.size, args.data_from)
         return
     missing = [
         name
