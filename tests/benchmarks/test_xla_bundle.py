@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
+from _theory_folder import POSITIVITY, SHARED_DATA, build_theory_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "xla_bundle.py"
@@ -70,3 +72,37 @@ def test_counts_that_are_not_positive_are_refused(tmp_path, option, value):
     run = _script("run", str(tmp_path), option, value)
     assert run.returncode == 2
     assert f"argument {option}: {value} is not positive" in run.stderr
+
+
+def test_a_loop_of_hadronic_and_compound_observables_runs_under_jaxlib(
+    tmp_path, skip_or_fail_on_ci
+):
+    """--data-from: the loop of a theory folder's DIS, Drell–Yan, RATIO and ASY data with a
+    hadronic positivity set, exported and run as a GPU node runs it (here on the CPU)."""
+    if not (SHARED_DATA / "fktables").is_dir():
+        skip_or_fail_on_ci(f"real-data kit not found at {SHARED_DATA}")
+    theory = build_theory_folder(tmp_path / "share")
+    names = [
+        "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA",
+        "DYE605_Z0_38P8GEV_DW_PXSEC",
+        "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO",
+        "D0_WPWM_1P96TEV_ASY",
+    ]
+    real = {
+        "theory": str(theory),
+        "datasets": [{"dataset": name} for name in names],
+        "closure": {"level": 1},
+        "positivity": [POSITIVITY],
+    }
+    runcard = tmp_path / "hadronic.yml"
+    runcard.write_text(yaml.safe_dump({"data": {"real": real}}))
+    directory = tmp_path / "bundle"
+    exported = _script("export", str(directory), "--replicas", "2", "--data-from", str(runcard))
+    assert exported.returncode == 0, exported.stderr
+    run = _script(
+        "run", str(directory), "--platform", "cpu", "--epochs", "20", "--steps-per-call", "10"
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"the data of {runcard}, 2 replicas" in run.stdout
+    assert "one step against TensorFlow's" in run.stdout
+    assert "2 running, 0 diverged" in run.stdout
