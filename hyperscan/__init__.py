@@ -9,13 +9,9 @@ light (no TensorFlow, no Optuna): :func:`create_study`, :func:`open_study`,
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-try:
-    __version__ = version("hyperscan")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+unknown"
+from hyperscan._version import __version__
 
 if TYPE_CHECKING:
     from hyperscan.fit import fit_runcard

@@ -15,8 +15,9 @@ from pathlib import Path
 import hyperscan
 
 LAYERS = ("runcard", "data", "model", "fit", "scan", "report", "cli")
-# Shared by every layer: the version and the file-permission helper.
-COMMON = ("hyperscan", "hyperscan._files")
+# Shared by every layer: the version and the file-permission helper (never the top package,
+# which loads the API of the later layers).
+COMMON = ("hyperscan._version", "hyperscan._files")
 ROOT = Path(hyperscan.__file__).parent
 
 

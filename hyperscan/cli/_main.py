@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hyperscan import __version__
+from hyperscan._version import __version__
 from hyperscan.cli._common import (
     INTERRUPTED,
     check_keeps_runcard,

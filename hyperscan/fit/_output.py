@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hyperscan import __version__
 from hyperscan._files import umask
+from hyperscan._version import __version__
 from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
 from hyperscan.fit._format import (
     DIVERGED_STATUS,

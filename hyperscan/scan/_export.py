@@ -16,8 +16,8 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan import __version__
 from hyperscan._files import umask
+from hyperscan._version import __version__
 from hyperscan.runcard import (
     MEMBER_KEYS,
     NotInSpace,

@@ -10,7 +10,7 @@ import numpy as np
 import optuna
 import tensorflow as tf
 
-from hyperscan import __version__
+from hyperscan._version import __version__
 from hyperscan.data import Problem, load_problem
 from hyperscan.fit import (
     DIVERGED,

@@ -10,7 +10,7 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage
 
-from hyperscan import __version__
+from hyperscan._version import __version__
 from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
 from hyperscan.runcard import (
     Choices,

@@ -11,7 +11,7 @@ from string import Template
 import optuna
 from matplotlib.figure import Figure
 
-from hyperscan import __version__
+from hyperscan._version import __version__
 from hyperscan.report._study.figures import (
     history_figure,
     importance_figure,
