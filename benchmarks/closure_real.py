@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hyperscan.cli._tensorflow import configure_tensorflow
+from hyperscan.cli import configure_tensorflow
 from hyperscan.runcard import FitRuncard, load_fit_runcard
 from hyperscan.scan import closure_estimators as shared_estimators
 from hyperscan.scan import multiclosure_record

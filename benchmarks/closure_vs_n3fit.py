@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import closure_real  # noqa: E402
 import vs_n3fit  # noqa: E402
 
-from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
+from hyperscan.cli import configure_tensorflow  # noqa: E402
 from hyperscan.data import Problem, grid_predictions, load_problem  # noqa: E402
 
 STUDY = closure_real.STUDY

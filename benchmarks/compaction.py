@@ -34,7 +34,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
+from hyperscan.cli import configure_tensorflow  # noqa: E402
 from hyperscan.runcard import FitRuncard, load_fit_runcard  # noqa: E402
 
 DIS_RUNCARD = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo.yml"

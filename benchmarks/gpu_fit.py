@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from gpu_monitor import TARGET_SECONDS, GpuSampler, positive
 
-from hyperscan.cli._tensorflow import configure_tensorflow
+from hyperscan.cli import configure_tensorflow
 
 if TYPE_CHECKING:
     from hyperscan.runcard import FitRuncard

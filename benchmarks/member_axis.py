@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compaction  # noqa: E402
 import numpy as np  # noqa: E402
 
-from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
+from hyperscan.cli import configure_tensorflow  # noqa: E402
 from hyperscan.runcard import FitRuncard, load_scan_runcard  # noqa: E402
 
 SCAN_RUNCARD = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-scan.yml"

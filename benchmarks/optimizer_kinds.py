@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from hyperscan.cli._tensorflow import configure_tensorflow  # noqa: E402
+from hyperscan.cli import configure_tensorflow  # noqa: E402
 from hyperscan.runcard import FitRuncard  # noqa: E402
 
 STEPS_PER_CALL = 100

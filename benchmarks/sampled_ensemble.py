@@ -114,7 +114,7 @@ def main() -> None:
     if args.sample > args.trials:
         parser.error("--sample must not exceed --trials: every trial is eligible, no more")
     print(machine())
-    from hyperscan.cli._tensorflow import configure_tensorflow
+    from hyperscan.cli import configure_tensorflow
 
     configure_tensorflow("cpu")  # for the fits alone, in this process
     with tempfile.TemporaryDirectory(prefix="sampled-ensemble-") as folder:

@@ -54,7 +54,7 @@ def export(
     compound observables, say) instead of a closure problem."""
     from gpu_fit import benchmark_card
 
-    from hyperscan.cli._tensorflow import configure_tensorflow
+    from hyperscan.cli import configure_tensorflow
 
     configure_tensorflow("cpu")
     import tensorflow as tf

@@ -12,7 +12,7 @@ REPORT_HELPERS = Path(__file__).resolve().parents[1] / "report"
 
 CHECK = """
 import sys
-from hyperscan.cli._tensorflow import configure_tensorflow
+from hyperscan.cli import configure_tensorflow
 
 configure_tensorflow("cpu")
 assert "tensorflow" in sys.modules

@@ -40,7 +40,7 @@ def test_wrong_storage_url(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     runcard = write_card(tmp_path / "s.yml", TINY_SCAN)
     output = tmp_path / "best.yml"
-    from hyperscan.cli._tensorflow import configure_tensorflow
+    from hyperscan.cli import configure_tensorflow
 
     configure_tensorflow()  # TensorFlow's start-up is not what is timed below
     if command == "worker":  # a starting worker waits out a refusal (a restarting server)
