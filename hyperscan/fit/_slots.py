@@ -1,4 +1,4 @@
-"""Continuous trial batching (issue #40): P trials of one scan in one compiled model.
+"""Continuous trial batching: P trials of one scan in one compiled model.
 
 A trial of a scan is small (NNPDF's k-fold trial: a few replicas × 4 folds), and building its
 own model costs more than fitting it (of a 2.9 s trial of the peer card, ~2.5 s is tracing and

@@ -122,7 +122,7 @@ class Trainer:
     Between calls the state stays on the device in variables updated in place: a call passes
     only K in and the sync's χ² and status out, not the ~40 tensors of the state both ways.
 
-    Members leave the batch (issue #39): a stopped member still costs its row of every step,
+    Members leave the batch: a stopped member still costs its row of every step,
     so at a sync where enough members have stopped, `compact` moves the running ones into a
     batch of the next power of two (topped up with stopped ones) and traces its loop anew; the
     sizes recur from fit to fit, so XLA's cache has their loops. Everything the trainer

@@ -148,7 +148,7 @@ class EnsembleModel:
 
     def select(self, members: np.ndarray) -> EnsembleModel:
         """The model of `members` alone (indices into this model's, in that order), sharing
-        its constants: the smaller batch of a fit whose other members stopped (issue #39).
+        its constants: the smaller batch of a fit whose other members stopped.
 
         The χ² plan is taken member by member, not planned anew for the fewer members, so each
         member's χ² is computed the same way (same factors, same padding) in either batch.

@@ -1,6 +1,6 @@
 """Which arrays of an ensemble carry the member axis, and how to keep some members of them all.
 
-A fit drops its stopped members from the batch (issue #39): every per-member array must then
+A fit drops its stopped members from the batch: every per-member array must then
 shrink with the batch, or the members would silently mix. Each class holding such arrays
 declares them in a ``member_axis`` class attribute, and `take_members` keeps the chosen members
 of every declared one; tests/fit/test_compaction.py checks that after a selection no array

@@ -1,5 +1,5 @@
 """Members of different architectures in one batched network: padded widths, skipped layers,
-an activation per member and layer (issue #39).
+an activation per member and layer.
 
 A model's *shape* is its hidden widths W_0..W_{L-1}. A member of depth d ≤ L and widths
 n_0..n_{d-1} is embedded in it: its layer k's kernel fills the top-left (n_{k-1}, n_k) corner of

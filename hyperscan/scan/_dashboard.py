@@ -3,7 +3,7 @@
 
 optuna-dashboard has no authentication: anyone who reaches it can create, rename and delete
 studies, write notes and tell a RUNNING trial COMPLETE with any value, which then counts as
-the study's best (issue 42). It also answers any Host header, so a web page whose name an
+the study's best. It also answers any Host header, so a web page whose name an
 attacker points at 127.0.0.1 (DNS rebinding) can read and write it from the user's browser,
 ssh tunnel or not. The guard, a WSGI layer in front of it, refuses:
 

@@ -1,4 +1,4 @@
-"""A worker's trials fitted P at a time in one model (issue 40): each asked of the study as a
+"""A worker's trials fitted P at a time in one model: each asked of the study as a
 slot frees, each told as soon as it ends, while the others go on training.
 
 Optuna's ``optimize`` runs one trial at a time; this loop uses its ``ask`` and ``tell`` and

@@ -87,7 +87,7 @@ def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
     study holds when it starts: a new study draws the same trials again, a resumed one new ones.
 
     The host too, because the workers of `docker compose --scale` all run as the same process
-    id in their containers (and would draw the very same trials; issue 43), as cluster nodes'
+    id in their containers (and would draw the very same trials), as cluster nodes'
     workers may."""
     if number is None:
         return (os.getpid(), zlib.crc32(socket.gethostname().encode()))

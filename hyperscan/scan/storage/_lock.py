@@ -3,8 +3,8 @@
 
 Optuna's journal locks (``JournalFileSymlinkLock``, ``JournalFileOpenLock``) are files that a
 killed writer leaves behind; every other worker then waits Optuna's 30 s grace period before
-breaking them, with the warning hidden at hyperscan's log level (issue 42: kill -9 of a writer
-stalled all workers ~30 s). An ``flock`` is released by the kernel as soon as
+breaking them, with the warning hidden at hyperscan's log level (kill -9 of a writer stalled all
+workers ~30 s). An ``flock`` is released by the kernel as soon as
 the holding process exits, however it exits, so the next writer goes on at once. The lock is
 taken on the journal file itself (locks are advisory: readers and Optuna's appends ignore
 them), so nothing is left next to the journal.
@@ -31,7 +31,7 @@ class JournalFlock(BaseJournalFileLock):
 
     Each acquisition opens the file anew, so two threads of one process exclude each other
     too (a flock belongs to an open file description). Writers that lock the journal another
-    way (plain Optuna, hyperscan before issue 42) are not excluded: stop them first.
+    way (plain Optuna, older hyperscan) are not excluded: stop them first.
     """
 
     def __init__(self, journal: str) -> None:

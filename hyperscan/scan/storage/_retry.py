@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Waiting out a storage outage: one schedule for every retry, and a finished trial's result
-kept on local disk and written again until the database takes it (issue 42: a 10 s drop at the
-first write after a fit threw the fit away, and its parameters were fitted again)."""
+kept on local disk and written again until the database takes it (without it, a 10 s drop at
+the first write after a fit threw the fit away, and its parameters were fitted again)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Reading what is left of a damaged journal file (issue 42, finding 7).
+"""Reading what is left of a damaged journal file.
 
 Optuna refuses a whole journal for one bad line, and a NUL-filled tail (a crash on a file
 system that had allocated the blocks but not written them) stops it with a

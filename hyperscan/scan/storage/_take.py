@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Exact budgets: a worker takes a trial only if the trials finished and in flight leave room
-for it, counted and taken under one lock (issue 42: 8 workers on a budget of 12 finished 17,
+for it, counted and taken under one lock (without it, 8 workers on a budget of 12 finished 17,
 each seeing 11 finished as it asked)."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A limit on every wait for PostgreSQL, so that a hung server or route becomes the usual
-retry-with-message path (issue 42: a 150 s freeze blocked a worker with no line and no limit).
+retry-with-message path (without it, a 150 s freeze blocked a worker with no line and no
+limit).
 
 Three layers, because each misses a case: the server's ``statement_timeout`` (a statement
 stuck in the server, e.g. on a lock), TCP keepalives and ``tcp_user_timeout`` (a peer gone
