@@ -48,7 +48,7 @@ from hyperscan.scan._trial_attrs import (
     WORKER_ATTR,
     worker_id,
 )
-from hyperscan.scan.storage import record_with_retries, trial_id
+from hyperscan.scan.storage import record_with_retries
 
 
 class WorkerStopping(Exception):
@@ -81,7 +81,6 @@ class Objective:
         # The stored statistics and the pruner's reports follow the (first) objective's χ².
         self.primary = runcard.scan.objective.entries[0]
         self.category = HELD_OUT if self.primary.chi2 == "held_out" else VALIDATION
-        self.last_trial_id: int | None = None
         self.metrics_covmat = _experimental_covmat(runcard, problem)
         # The running trial's ensemble records and penalties, which its value may use.
         self._records: dict = {}
@@ -100,7 +99,6 @@ class Objective:
         """The first half of a trial, before its fit: its drawn values and fit runcard.
 
         Raises TrialPruned, the trial trashed, when the drawn values make no valid runcard."""
-        self.last_trial_id = trial_id(trial)  # for the worker to re-queue after an outage
         trial.set_user_attr(WORKER_ATTR, worker_id())
         params = self.runcard.scan.space.suggest(trial)
         if self.on_start is not None:

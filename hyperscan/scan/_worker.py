@@ -10,37 +10,32 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 import numpy as np
 import optuna
-from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from hyperscan.data import Problem
 from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
-from hyperscan.scan._objective import Objective, WorkerStopping
-from hyperscan.scan._slotted import run_slots
+from hyperscan.scan._objective import Objective
+from hyperscan.scan._scheduler import OneTrial, run_trials
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
 from hyperscan.scan._trial_attrs import requeued as was_requeued
 from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
     STORAGE_RETRY_WAITS,
-    BudgetSpent,
     describe_error,
     explained_storage_errors,
     fail_stale_trials,
     gate_takes,
     load_study,
-    overtaken,
-    requeue_cut_short,
     retrying,
     storage_url,
     transient_error,
-    trial_log,
 )
 
 _logger = logging.getLogger(__name__)
@@ -223,14 +218,6 @@ def run_worker(
             on_trial(trial)
         return stop.is_set() or out_of_walltime()
 
-    def within_budget(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if budget_spent():
-            study.stop()
-
-    def after_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if ended(trial):
-            study.stop()
-
     def dropped() -> None:
         nonlocal done
         _logger.warning(
@@ -260,66 +247,39 @@ def run_worker(
         return taken < (stored_budget(study) or budget)
 
     started = time.monotonic()
-    spent = False  # the gate refused a trial: the budget is taken
     gate_takes(study, room_for_one)
-    with stop_on_signals(stop), _quiet_stops(), _gate_removed(study):
-        if slots > 1:
 
-            def may_take(in_flight: int) -> bool:
-                return not (
-                    stop.is_set()
-                    or (n_trials is not None and done + in_flight >= n_trials)
-                    or (timeout is not None and time.monotonic() - started >= timeout)
-                    or out_of_walltime()
-                )
+    def may_take(in_flight: int) -> bool:
+        return not (
+            stop.is_set()
+            or (n_trials is not None and done + in_flight >= n_trials)
+            or (timeout is not None and time.monotonic() - started >= timeout)
+            or out_of_walltime()
+        )
 
-            def told(trial: optuna.trial.FrozenTrial) -> bool:
-                return ended(trial) | budget_spent()  # counted first, whatever the storage
+    def told(trial: optuna.trial.FrozenTrial) -> bool:
+        return ended(trial) | budget_spent()  # counted first, whatever the storage
 
-            spent = run_slots(
-                study,
-                objective,
-                TrialBatch(
-                    runcard.trial_base,
-                    problem,
-                    slots,
-                    reserve=runcard.scan.space.widest(runcard.trial_base),
-                ),
-                may_take=may_take,
-                told=told,
-                dropped=dropped,
-                wait_out=wait_out,
-            )
-        while slots == 1 and not stop.is_set():
-            try:
-                study.optimize(
-                    objective,
-                    n_trials=None if n_trials is None else n_trials - done,
-                    timeout=None if timeout is None else timeout - (time.monotonic() - started),
-                    catch=(WorkerStopping,),
-                    callbacks=[within_budget, after_trial],
-                    gc_after_trial=True,
-                )
-                break
-            except BudgetSpent:
-                spent = True
-                break
-            except Exception as error:
-                if overtaken(error):
-                    # Another worker failed this trial as stale (its heartbeat came late,
-                    # e.g. on an overloaded node) and re-queued it: drop this result, go on.
-                    dropped()
-                    if n_trials is not None and done >= n_trials:
-                        break
-                    continue
-                # The database restarted or a connection dropped mid-trial: wait, re-queue
-                # the trial it cut short (or, if the storage is still away, the next worker
-                # does after the grace period), and go on.
-                wait_out(error)
-                if objective.last_trial_id is not None:
-                    with suppress(Exception):  # the storage still away: the grace period will do
-                        requeue_cut_short(study, objective.last_trial_id)
-                        objective.last_trial_id = None
+    runner = (
+        OneTrial(problem)
+        if slots == 1
+        else TrialBatch(
+            runcard.trial_base,
+            problem,
+            slots,
+            reserve=runcard.scan.space.widest(runcard.trial_base),
+        )
+    )
+    with stop_on_signals(stop), _gate_removed(study):
+        spent = run_trials(
+            study,
+            objective,
+            runner,
+            may_take=may_take,
+            told=told,
+            dropped=dropped,
+            wait_out=wait_out,
+        )
     with explained_storage_errors(storage):
         return _report(done, stop.is_set(), study, budget, walltime, requeued, spent)
 
@@ -332,44 +292,6 @@ def _gate_removed(study: optuna.Study) -> Iterator[None]:
         yield
     finally:
         gate_takes(study, None)
-
-
-@contextmanager
-def _quiet_stops() -> Iterator[None]:
-    """Optuna's log of a trial without the lines of :class:`_QuietStops`, until the worker's
-    loop ends, however it ends: a filter left behind would hide the lines of another study's
-    trials that share the numbers of this one's."""
-    optuna_log = trial_log()
-    quiet = _QuietStops()
-    optuna_log.addFilter(quiet)
-    try:
-        yield
-    finally:
-        optuna_log.removeFilter(quiet)
-
-
-class _QuietStops(logging.Filter):
-    """Trials the worker handles itself are not errors: one re-queued because its worker was
-    told to stop, one another worker failed as stale, one a storage outage cut short (the
-    worker says what happened in one line). Drop Optuna's traceback and "failed with value
-    None" lines for them."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._stopped: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        words = record.getMessage().split(maxsplit=2)
-        if len(words) < 3 or words[0] != "Trial":
-            return True
-        error = record.exc_info[1] if record.exc_info else None
-        handled = error is not None and (
-            isinstance(error, UpdateFinishedTrialError) or transient_error(error)
-        )
-        if handled or WorkerStopping.__name__ + "(" in words[2]:
-            self._stopped.add(words[1])
-            return False
-        return not (words[1] in self._stopped and words[2].startswith("failed with value"))
 
 
 def _report(

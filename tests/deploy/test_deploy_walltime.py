@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+import hyperscan.scan._scheduler as scheduler_module
 import hyperscan.scan._worker as worker_module
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
@@ -89,16 +90,24 @@ def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypat
     monkeypatch.setattr(worker_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
 
     class Sleepy:
-        def __init__(self, runcard, problem, stop, on_start):
-            pass
+        """A trial that draws its value and takes `seconds` to fit."""
 
-        def __call__(self, trial: optuna.Trial) -> float:
-            trial.suggest_float(PARAM, 1e-3, 1e-2, log=True)
-            time.sleep(seconds)  # the duration the study records, in real time
-            clock.now += seconds
+        def __init__(self, runcard, problem, stop, on_start):
+            self.stop = stop
+
+        def start(self, trial: optuna.Trial) -> tuple[dict, None]:
+            return {PARAM: trial.suggest_float(PARAM, 1e-3, 1e-2, log=True)}, None
+
+        def finish(self, trial, params, result, monitor) -> float:
             return 1.0
 
+    def sleepy_fit(card, **kwargs) -> object:
+        time.sleep(seconds)  # the duration the study records, in real time
+        clock.now += seconds
+        return object()
+
     monkeypatch.setattr(worker_module, "Objective", Sleepy)
+    monkeypatch.setattr(scheduler_module, "run_fit", sleepy_fit)
     report = run_worker("w", open_storage(str(journal)), stop_after=stop_after)
     assert report.walltime_reached and not report.budget_reached
     assert report.trials >= 2

@@ -14,7 +14,7 @@ from _service import PARALLEL, by_state, create, scan_card, trials_of, write_car
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import _objective, open_storage
+from hyperscan.scan import _objective, _scheduler, open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
 from hyperscan.scan.storage import _retry, results_folder
@@ -30,7 +30,7 @@ def _one_trial_with_a_fault(
     values: list[float] = []
     value_of = _objective.trial_value
     fits = []
-    fit = _objective.run_fit
+    fit = _scheduler.run_fit
 
     def fit_then_fault(*args, **kwargs):
         result = fit(*args, **kwargs)
@@ -44,7 +44,7 @@ def _one_trial_with_a_fault(
             values.append(value)
         return value
 
-    monkeypatch.setattr(_objective, "run_fit", fit_then_fault)
+    monkeypatch.setattr(_scheduler, "run_fit", fit_then_fault)
     monkeypatch.setattr(_objective, "trial_value", noted)
     with proxy_to(postgres_url) as proxy:
         url = proxy.url(postgres_url)

@@ -29,6 +29,7 @@ from _service import (
     by_state,
     cli,
     create,
+    dropped_connection,
     fail_first_result,
     long_card,
     scan_card,
@@ -391,6 +392,38 @@ def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch,
     assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
     assert "server closed the connection unexpectedly" in caplog.text
     assert "was cut short by a storage error: failed, re-queued" in caplog.text
+    assert "sent no heartbeat" not in caplog.text
+
+
+def test_an_outage_longer_than_one_wait_strands_no_packed_trial(tmp_path, monkeypatch, caplog):
+    """The storage is still away when the worker has waited once and tries to re-queue the
+    trial the outage cut short: it tries again on the retry schedule until the re-queue goes
+    through, so no trial is left RUNNING (to fill the budget until the grace period ends)."""
+    create_study(
+        scan_runcard_from_dict(scan_card()), _short_storage(tmp_path / "s.j", create=True), "l"
+    )
+    storage = _short_storage(tmp_path / "s.j")
+    outages = fail_first_result(storage, monkeypatch)
+    read = storage.get_trial
+    still_away = [2]  # the re-queue's first two reads of the cut trial fail too
+
+    def away_a_while(trial_id):
+        if outages and trial_id == outages[0] and still_away[0]:
+            still_away[0] -= 1
+            raise dropped_connection("SELECT trials")
+        return read(trial_id)
+
+    monkeypatch.setattr(storage, "get_trial", away_a_while)
+    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (0.1, 0.1, 0.1, 0.1))
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("l", storage, slots=SLOTS)
+    assert report.budget_reached and outages and still_away == [0]
+    trials = load_study(storage, "l").get_trials()
+    assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
+    (cut,) = by_state(trials, TrialState.FAIL)
+    assert read(outages[0]).number == cut.number
+    assert len(by_state(trials, TrialState.COMPLETE)) == 4
+    assert caplog.text.count("trying again in") == 3  # the tell, then the re-queue twice
     assert "sent no heartbeat" not in caplog.text
 
 

@@ -22,7 +22,15 @@ from hyperscan.cli import main
 from hyperscan.cli._render import event_line, status_text, trial_start_line
 from hyperscan.data import load_problem
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import ScanError, StorageError, _objective, _worker, open_storage, retries
+from hyperscan.scan import (
+    ScanError,
+    StorageError,
+    _objective,
+    _scheduler,
+    _worker,
+    open_storage,
+    retries,
+)
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._local import start_workers, started_record, supervise
 from hyperscan.scan._objective import Objective, WorkerStopping
@@ -49,7 +57,7 @@ TINY_SCAN = {
 def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
     storage = open_storage(str(tmp_path / "study.journal"), create=True)
     create_study(scan_runcard_from_dict(TINY_SCAN), storage, "resilient")
-    real_fit = _objective.run_fit
+    real_fit = _scheduler.run_fit
     calls = []
 
     def fit_once_overtaken(*args, **kwargs):
@@ -58,7 +66,7 @@ def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
             raise UpdateFinishedTrialError("trial 0 was failed as stale by another worker")
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(_objective, "run_fit", fit_once_overtaken)
+    monkeypatch.setattr(_scheduler, "run_fit", fit_once_overtaken)
     report = run_worker("resilient", open_storage(str(tmp_path / "study.journal")))
     assert report.budget_reached
     trials = load_study(storage, "resilient").get_trials()
@@ -105,21 +113,16 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
         assert study.trials[1].state == TrialState.WAITING
 
 
-def test_a_worker_ended_by_an_error_leaves_optuna_s_log_as_it_was(tmp_path, monkeypatch):
-    """The worker's filter of Optuna's trial lines goes with the worker, even when an error
-    ends it: left behind, it would hide another study's lines for the same trial numbers."""
+def test_a_bug_in_the_fit_ends_the_worker_with_its_error(tmp_path, monkeypatch):
     storage = open_storage(str(tmp_path / "study.journal"), create=True)
     create_study(scan_runcard_from_dict(TINY_SCAN), storage, "bug")
-    optuna_log = logging.getLogger("optuna.study._optimize")
-    before = list(optuna_log.filters)
 
     def bug(*args, **kwargs):
         raise RuntimeError("a bug in the fit")
 
-    monkeypatch.setattr(_objective, "run_fit", bug)
+    monkeypatch.setattr(_scheduler, "run_fit", bug)
     with pytest.raises(RuntimeError, match="a bug in the fit"):
         run_worker("bug", open_storage(str(tmp_path / "study.journal")))
-    assert optuna_log.filters == before
 
 
 def _storage(path, **heartbeat):
@@ -193,14 +196,14 @@ def test_a_running_worker_takes_a_budget_raised_during_its_trial(tmp_path, monke
     storage = open_storage(str(tmp_path / "s.journal"), create=True)
     card = {**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}
     create_study(scan_runcard_from_dict(card), storage, "grow")
-    real_fit = _objective.run_fit
+    real_fit = _scheduler.run_fit
 
     def fit_and_raise_the_budget(*args, **kwargs):
         raised = {**card, "scan": {**card["scan"], "trials": 3}}
         create_study(scan_runcard_from_dict(raised), storage, "grow")
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(_objective, "run_fit", fit_and_raise_the_budget)
+    monkeypatch.setattr(_scheduler, "run_fit", fit_and_raise_the_budget)
     report = run_worker("grow", storage)
     assert report.budget_reached and report.trials == 3
     states = [t.state for t in load_study(storage, "grow").get_trials()]

@@ -1,25 +1,28 @@
-"""A worker's trials fitted P at a time in one model: each asked of the study as a
-slot frees, each told as soon as it ends, while the others go on training.
+"""A worker's one loop over its trials, for any number of slots: each trial asked of the
+study as a slot frees, fitted by a runner, and told as soon as it ends.
 
 Optuna's ``optimize`` runs one trial at a time; this loop uses its ``ask`` and ``tell`` and
 does itself what ``optimize`` does around a trial: fail the trials of dead workers before
 asking, beat for every trial in flight (:class:`TrialHeartbeats`), tell a trial pruned or
-failed. What a trial is (its values, attributes, re-queue on a stop) is the
-:class:`Objective`'s, as with one slot.
+failed. Two runners fit the trials: :class:`OneTrial`, one at a time through ``run_fit`` (as
+``hyperscan fit`` refits an exported trial, bit for bit), and :class:`~hyperscan.fit.TrialBatch`,
+P at a time in one model. What a trial is (its values, attributes, re-queue on a stop) is the
+:class:`Objective`'s.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.data import Problem
 from hyperscan.fit import FitResult, MustFitAlone, SyncReport, TrialBatch, run_fit
+from hyperscan.runcard import FitRuncard
 from hyperscan.scan._objective import Objective, WorkerStopping, _Monitor
 from hyperscan.scan.storage import (
     BudgetSpent,
@@ -60,17 +63,50 @@ class _Slot:
         return True
 
 
-def run_slots(
+class OneTrial:
+    """The runner of one slot: its trial fitted alone by ``run_fit`` at the next ``advance``,
+    so that a one-slot worker's trial is its exported runcard's fit, bit for bit."""
+
+    def __init__(self, problem: Problem) -> None:
+        self._problem = problem
+        self._placed: tuple[Hashable, FitRuncard, Callable[[SyncReport], bool] | None] | None = None
+
+    @property
+    def free_slots(self) -> int:
+        return 0 if self._placed is not None else 1
+
+    def place(
+        self,
+        key: Hashable,
+        card: FitRuncard,
+        on_sync: Callable[[SyncReport], bool] | None = None,
+    ) -> None:
+        if self._placed is not None:
+            raise ValueError("no free slot: one trial at a time")
+        self._placed = (key, card, on_sync)
+
+    def advance(self) -> list[tuple[Hashable, FitResult]]:
+        if self._placed is None:
+            return []
+        key, card, on_sync = self._placed
+        self._placed = None
+        return [(key, run_fit(card, problem=self._problem, on_sync=on_sync))]
+
+
+Runner = OneTrial | TrialBatch
+
+
+def run_trials(
     study: optuna.Study,
     objective: Objective,
-    batch: TrialBatch,
+    runner: Runner,
     *,
     may_take: Callable[[int], bool],
     told: Callable[[FrozenTrial], bool],
     dropped: Callable[[], None],
     wait_out: Callable[[Exception], None],
 ) -> bool:
-    """Keep ``batch``'s slots full of the study's trials until ``may_take`` (told how many
+    """Keep ``runner``'s slots full of the study's trials until ``may_take`` (told how many
     trials are in flight) refuses another and those in flight ended; True if the budget's
     gate refused one (the budget is taken).
 
@@ -82,6 +118,17 @@ def run_slots(
     slots: dict[int, _Slot] = {}
     spent = halted = False
     with TrialHeartbeats(study) as beats:
+
+        def requeue(cut_short: int) -> None:
+            """Re-queue a trial cut short (by an outage, or failed as stale elsewhere: then a
+            no-op), trying again on the retry schedule while the storage is away: a trial left
+            RUNNING would wait out the grace period, and fill the budget meanwhile."""
+            while True:
+                try:
+                    requeue_cut_short(study, cut_short)
+                    return
+                except Exception as error:
+                    wait_out(error)  # raises once the schedule is spent
 
         def end(slot: _Slot, result: FitResult | None) -> bool:
             """Tell the study how ``slot``'s trial ended; whether to take no more trials."""
@@ -96,33 +143,42 @@ def run_slots(
                 beats.remove(trial_id(slot.trial))
                 if overtaken(error):
                     dropped()
+                    requeue(trial_id(slot.trial))  # no-op once the other worker re-queued it
                     return False
                 wait_out(error)  # raises what is not a transient storage error
-                with suppress(Exception):  # the storage still away: the grace period will do
-                    requeue_cut_short(study, trial_id(slot.trial))
+                requeue(trial_id(slot.trial))
                 return False
             finally:
                 slots.pop(number, None)
 
         while True:
-            asking = not (halted or objective.stop.is_set()) and batch.free_slots
+            asking = not (halted or objective.stop.is_set()) and runner.free_slots
             if asking:
                 try:
-                    spent, halted = _fill(study, objective, batch, slots, beats, may_take, end)
+                    spent, halted = _fill(study, objective, runner, slots, beats, may_take, end)
                 except Exception as error:  # failing stale trials, or an ask
                     wait_out(error)  # raises what is not a transient storage error
                     if not slots:
                         continue  # ask again
             if not slots:
                 return spent
-            for key, result in batch.advance():
+            try:
+                finished = runner.advance()
+            except Exception as error:
+                # A storage error a fit raised, past its sync hook: the one trial's, as a sync's
+                if len(slots) != 1 or not (overtaken(error) or transient_error(error)):
+                    raise
+                (slot,) = slots.values()
+                slot.error = error
+                finished = [(slot.trial.number, None)]
+            for key, result in finished:
                 halted |= end(slots[key], result)
 
 
 def _fill(
     study: optuna.Study,
     objective: Objective,
-    batch: TrialBatch,
+    runner: Runner,
     slots: dict[int, _Slot],
     beats: TrialHeartbeats,
     may_take: Callable[[int], bool],
@@ -136,7 +192,7 @@ def _fill(
     # failed and queued again, so that a worker takes it.
     fail_stale_trials(study, requeue=True)
     halted = False
-    while batch.free_slots and not halted and may_take(len(slots)):
+    while runner.free_slots and not halted and may_take(len(slots)):
         try:
             with asking_outside_optimize():
                 trial = study.ask()
@@ -157,7 +213,7 @@ def _fill(
             halted = end(slot, None)
             continue
         try:
-            batch.place(trial.number, card, on_sync=slot.on_sync)
+            runner.place(trial.number, card, on_sync=slot.on_sync)
         except MustFitAlone as error:
             # Its values change what one model's members share (a searched
             # data.training_fraction, training.precision, ...): fitted alone, the others wait.
