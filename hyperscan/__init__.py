@@ -11,14 +11,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from hyperscan._version import __version__
-
 if TYPE_CHECKING:
+    from hyperscan._version import __version__
     from hyperscan.fit import fit_runcard
     from hyperscan.scan import create_study, list_studies, open_study, run_scan
 
 #: The API's names and the package each comes from.
 _API = {
+    "__version__": "hyperscan._version",
     "create_study": "hyperscan.scan",
     "open_study": "hyperscan.scan",
     "list_studies": "hyperscan.scan",

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +21,8 @@ import numpy as np
 from hyperscan._files import cache_root
 from hyperscan.runcard import real_datasets as meta
 from hyperscan.runcard.real_datasets import RealDataError
+
+from ._cache import store_npz
 
 #: Bump when the parsed arrays change for the same files: old cache entries are then unused.
 READER_VERSION = 1
@@ -87,7 +87,7 @@ def read_commondata(
     files = meta.commondata_files(name, variant, root)
     arrays = _parse(files)
     arrays["key"] = np.asarray(key)
-    _store(path, arrays)
+    store_npz(path, arrays)
     return _from_arrays(arrays, name, variant)
 
 
@@ -113,23 +113,6 @@ def _load_cached(path: Path, key: str, name: str, variant: str | None) -> Common
         return None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # corrupt entry: parse again and overwrite it
-
-
-def _store(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write atomically (a reader never sees half a file); a read-only cache is skipped."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass  # the cache only saves time
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def _from_arrays(a: dict[str, np.ndarray], name: str, variant: str | None) -> CommonData:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -78,6 +78,26 @@ class RealDataset:
     sys_treatment: tuple[str, ...]
     sys_type: tuple[str, ...]
     kinematics_names: tuple[str, ...] = ("x", "Q2", "y")
+
+    @classmethod
+    def of_commondata(
+        cls, data: CommonData, tables: tuple[FkTable, ...], operation: str
+    ) -> RealDataset:
+        """The dataset of ``data``'s points, predicted by ``tables`` combined by ``operation``."""
+        return cls(
+            name=data.name,
+            variant=data.variant,
+            process=data.process_type,
+            tables=tables,
+            operation=operation,
+            kinematics=data.kinematics,
+            central=data.central,
+            stat=data.stat,
+            sys=data.sys,
+            sys_treatment=data.sys_treatment,
+            sys_type=data.sys_type,
+            kinematics_names=data.kinematics_names,
+        )
 
     @property
     def n_data(self) -> int:
@@ -144,15 +164,7 @@ def _with_commondata(shipped: RealDataset, data: CommonData) -> RealDataset:
             f"{shipped.name}: {variant_text(data.variant)} has other points or kinematics than "
             f"the shipped FK table ({data.n_data} vs {shipped.n_data} points)"
         )
-    return replace(
-        shipped,
-        variant=data.variant,
-        central=data.central,
-        stat=data.stat,
-        sys=data.sys,
-        sys_treatment=data.sys_treatment,
-        sys_type=data.sys_type,
-    )
+    return RealDataset.of_commondata(data, shipped.tables, shipped.operation)
 
 
 def _read(path: Path, name: str, variant: str | None) -> RealDataset:

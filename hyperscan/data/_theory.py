@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from functools import cache
@@ -27,6 +25,7 @@ from hyperscan._files import cache_root
 from hyperscan.runcard import real_datasets as meta
 from hyperscan.runcard.real_datasets import RealDataError
 
+from ._cache import store_npz
 from ._commondata import read_commondata
 from ._cuts import unsupported
 from ._flavours import FK_BASIS
@@ -120,20 +119,7 @@ def theory_dataset(theory: Theory, name: str, variant: str | None):  # -> RealDa
         raise RealDataError(f"{name} (process type {files.process_type}) is not supported: {why}")
     data = read_commondata(name, variant)
     op, tables = _tables(theory, files, data.n_data)
-    return RealDataset(
-        name=name,
-        variant=variant,
-        process=data.process_type,
-        tables=tables,
-        operation=op.name,
-        kinematics=data.kinematics,
-        central=data.central,
-        stat=data.stat,
-        sys=data.sys,
-        sys_treatment=data.sys_treatment,
-        sys_type=data.sys_type,
-        kinematics_names=data.kinematics_names,
-    )
+    return RealDataset.of_commondata(data, tables, op.name)
 
 
 def theory_positivity(theory: Theory, name: str) -> PositivitySet:
@@ -251,7 +237,7 @@ def _cached_conversion(path: Path, key: str, q0: float, cache_dir: Path) -> FkTa
     arrays = _load(cached)
     if arrays is None:
         arrays = _convert(path)
-        _store(cached, arrays)
+        store_npz(cached, arrays)
     table_q0 = float(arrays["q0"])
     if not math.isclose(table_q0, q0, rel_tol=_Q0_TOLERANCE):
         raise RealDataError(
@@ -269,23 +255,6 @@ def _load(path: Path) -> dict[str, np.ndarray] | None:
         return None
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None  # a damaged entry: convert again and overwrite it
-
-
-def _store(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Write atomically (a reader never sees half a file); a read-only cache is skipped."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError:
-        pass  # the cache only saves time
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
 
 
 def _read_pineappl(path: Path):  # -> pineappl.fk_table.FkTable

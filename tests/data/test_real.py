@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-import functools
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _datasets import toy_xfx
 
 from hyperscan.data import (
     REAL_DATASETS,
@@ -17,7 +17,6 @@ from hyperscan.data import (
     load_real_dataset,
     toy_pdf,
 )
-from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 from hyperscan.data._real import (
     REAL_DATA_DIR,
     _cached,
@@ -132,23 +131,13 @@ def test_toy_convolution_matches_kit(real_data_files: list[Path]) -> None:
         np.testing.assert_allclose(d.toy_prediction(), z["toy_prediction"], rtol=1e-6)
 
 
-_PDG = {2: "u", -2: "ubar", 1: "d", -1: "dbar", 3: "s", -3: "sbar", 4: "c", -4: "cbar", 21: "g"}
-
-
 def test_toy_convolution_matches_pineappl(real_data_files: list[Path]) -> None:
     # pineappl is in the test extra: missing, this check (the README's "FK convolution against
     # PineAPPL's to 1e-12") must fail, not skip.
     import pineappl.fk_table
 
     folder = real_data_files[0].parent / "fktables"
-
-    @functools.cache
-    def toy(x: float) -> np.ndarray:
-        return _toy_physical(np.array([x]))[0]
-
-    def xfx(pid: int, x: float, q2: float) -> float:
-        flavour = _PDG.get(pid)
-        return 0.0 if flavour is None else float(toy(x)[PHYSICAL_FLAVOURS.index(flavour)])
+    xfx = toy_xfx()
 
     for name, variant in REAL_DATASETS.items():
         table = pineappl.fk_table.FkTable.read(str(folder / f"{name}.pineappl.lz4"))

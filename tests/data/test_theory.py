@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _datasets import toy_xfx
 from _theory_folder import (
     HADRONIC,
     PAIRS,
@@ -21,7 +20,6 @@ from _theory_folder import (
 
 from hyperscan.data import (
     FK_BASIS,
-    PHYSICAL_FLAVOURS,
     REAL_DATASETS,
     Dataset,
     FkTable,
@@ -30,7 +28,6 @@ from hyperscan.data import (
     toy_pdf,
 )
 from hyperscan.data._cuts import DEFAULT_MAX_TAU
-from hyperscan.data._flavours import _toy_physical
 from hyperscan.data._theory import (
     EVOLUTION_PIDS,
     converted_table,
@@ -39,8 +36,6 @@ from hyperscan.data._theory import (
     theory_positivity,
 )
 from hyperscan.runcard.real_datasets import RealDataError, commondata_files
-
-_PDG = {2: "u", -2: "ubar", 1: "d", -1: "dbar", 3: "s", -3: "sbar", 4: "c", -4: "cbar", 21: "g"}
 
 
 @pytest.fixture(scope="module")
@@ -52,20 +47,6 @@ def theory_folder(tmp_path_factory, real_data_files) -> Path:
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
-def _toy_xfx() -> Callable[[int, float, float], float]:
-    """The toy PDF as LHAPDF's xfx(pid, x, Q²), for PineAPPL's own convolution."""
-
-    @functools.cache
-    def toy(x: float) -> np.ndarray:
-        return _toy_physical(np.array([x]))[0]
-
-    def xfx(pid: int, x: float, q2: float) -> float:
-        flavour = _PDG.get(pid)
-        return 0.0 if flavour is None else float(toy(x)[PHYSICAL_FLAVOURS.index(flavour)])
-
-    return xfx
 
 
 def _toy_fk_basis(xgrid: np.ndarray) -> np.ndarray:
@@ -86,7 +67,7 @@ def test_each_table_predicts_what_pineappl_convolves(theory_folder, name) -> Non
     from pineappl.fk_table import FkTable as PineapplTable
 
     theory = find_theory(theory_folder)
-    xfx = _toy_xfx()
+    xfx = toy_xfx()
     for operand in commondata_files(name, None).fk_tables:
         (table_name,) = operand
         path = theory.fastkernel / f"{table_name}.pineappl.lz4"
@@ -134,7 +115,7 @@ def test_a_drell_yan_positivity_set_takes_its_conversion_factor(theory_folder) -
     positivity = theory_positivity(theory, POSITIVITY)
     ((table_name,),) = files.fk_tables
     reference = PineapplTable.read(str(theory.fastkernel / f"{table_name}.pineappl.lz4"))
-    xfx = _toy_xfx()
+    xfx = toy_xfx()
     expected = reference.convolve(pdg_convs=reference.convolutions, xfxs=[xfx, xfx])
     got = positivity.predictions(_toy_fk_basis(positivity.xgrid))
     np.testing.assert_allclose(got, 0.7071 * expected, rtol=1e-10)

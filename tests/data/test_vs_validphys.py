@@ -18,14 +18,13 @@ CI=true, where .ci/run installs it.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
+from _peer import PEER, peer_installed, run_in_peer
 from _theory_folder import HADRONIC, build_theory_folder
 
 from hyperscan.data import FK_BASIS, real_problem
@@ -35,7 +34,6 @@ from hyperscan.data._theory import find_theory, theory_dataset
 from hyperscan.runcard import DEFAULT_Q2MIN, DEFAULT_W2MIN
 
 HERE = Path(__file__).resolve().parent
-PEER = Path(os.environ.get("HYPERSCAN_N3FIT_PEER", "/tmp/n3fit-peer"))
 PDF = "HyperscanToyLH"
 #: The kit's NLO theory (its card in the theory folder and in the peer's nnpdf_data), and
 #: NNPDF4.0's NNLO theory (the card both nnpdf-data installs ship) on the same tables.
@@ -48,7 +46,7 @@ RTOL = 1e-10
 @pytest.fixture(scope="module")
 def peer(skip_or_fail_on_ci) -> Path:
     """The peer venv: skipped without it, failed under CI=true."""
-    if not ((PEER / "bin" / "python").exists() and (PEER / "peer.env").exists()):
+    if not peer_installed():
         skip_or_fail_on_ci(
             f"no n3fit peer venv at {PEER} (../shared/peer/setup.sh {PEER})",
             on_ci=f"the n3fit peer venv is missing at {PEER}",
@@ -83,20 +81,16 @@ def validphys(peer: Path, share: Path) -> dict[str, np.ndarray]:
     profile_path = share / "nnprofile.yaml"
     profile_path.write_text(yaml.safe_dump(profile))
     target = share / "validphys.npz"
-    script = HERE / "_validphys_predictions.py"
-    command = (
-        f'source "{peer}/peer.env" && export NNPDF_PROFILE_PATH="{profile_path}" && '
-        f'"{peer}/bin/python" "{script}" {PDF} "{target}" '
-        f"--theories {' '.join(map(str, THEORIES))} --datasets {' '.join(DATASETS)}"
+    run_in_peer(
+        HERE / "_validphys_predictions.py",
+        PDF,
+        target,
+        "--theories",
+        *THEORIES,
+        "--datasets",
+        *DATASETS,
+        environment={"NNPDF_PROFILE_PATH": str(profile_path)},
     )
-    run = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
     with np.load(target, allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
 

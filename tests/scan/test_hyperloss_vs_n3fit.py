@@ -13,12 +13,11 @@ under CI=true, where .ci/run installs it.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _peer import PEER, peer_installed, run_in_peer
 
 from hyperscan.data import FIT_BASIS, fit_to_fk_rotation, load_real_dataset, real_problem
 from hyperscan.fit import SMALL_X
@@ -28,7 +27,6 @@ from hyperscan.scan._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
 from hyperscan.scan._penalties import all_penalties
 
 HERE = Path(__file__).resolve().parent
-PEER = Path(os.environ.get("HYPERSCAN_N3FIT_PEER", "/tmp/n3fit-peer"))
 # Fold 0 holds two HERA sets with shared systematics: the covariance's off-diagonal blocks.
 DATASETS = ["HERA_NC_225GEV_EP-SIGMARED", "HERA_CC_318GEV_EP-SIGMARED"]
 DATASETS += ["NMC_NC_NOTFIXED_P_EM-F2-HEPDATA"]
@@ -44,7 +42,7 @@ RTOL = 1e-6
 @pytest.fixture(scope="module")
 def case(tmp_path_factory: pytest.TempPathFactory, skip_or_fail_on_ci) -> dict:
     """The inputs, hyperscan's problem and n3fit's answers (one run of the peer script)."""
-    if not ((PEER / "bin" / "python").exists() and (PEER / "peer.env").exists()):
+    if not peer_installed():
         skip_or_fail_on_ci(
             f"no n3fit peer venv at {PEER} (../shared/peer/setup.sh {PEER})",
             on_ci=f"the n3fit peer venv is missing at {PEER}",
@@ -101,17 +99,7 @@ def case(tmp_path_factory: pytest.TempPathFactory, skip_or_fail_on_ci) -> dict:
 
 
 def _run_peer(source: Path, target: Path) -> dict:
-    python = PEER / "bin" / "python"
-    script = HERE / "_n3fit_hyperloss.py"
-    command = f'source "{PEER}/peer.env" && "{python}" "{script}" "{source}" "{target}"'
-    run = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_in_peer(HERE / "_n3fit_hyperloss.py", source, target)
     return json.loads(target.read_text())
 
 
