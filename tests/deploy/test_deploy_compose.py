@@ -97,6 +97,9 @@ def test_postgres_has_a_volume_a_health_check_and_no_committed_password(deploy):
     for name in ("worker", "dashboard"):
         condition = services[name]["depends_on"]["study-create"]["condition"]
         assert condition == "service_completed_successfully", name
+        # on the database directly: `docker compose down` stops them before it, so a worker's
+        # SIGTERM re-queue still reaches the database
+        assert services[name]["depends_on"]["postgres"]["condition"] == "service_healthy", name
     assert services["export"]["depends_on"]["worker"]["condition"] == (
         "service_completed_successfully"
     )
