@@ -212,6 +212,43 @@ def test_a_ratio_denominator_padded_with_empty_rows_is_its_first_row(theory_fold
     )
 
 
+def test_an_operand_of_several_tables_is_their_concatenation(tmp_path) -> None:
+    """validphys's operand of sub-tables: one after another on the union of their x grids, each
+    times the conversion factor and its own normalisation, ``shifts`` empty points before it."""
+    from dataclasses import replace
+
+    from hyperscan.data._theory import Theory, _tables
+
+    fastkernel = tmp_path / "fastkernel"
+    fastkernel.mkdir()
+    rng = np.random.default_rng(5)
+    grids = {"A": XGRID[:6], "B": XGRID[3:]}
+    sizes = {"A": 2, "B": 3}
+    pairs = {"A": list(PAIRS[:2]), "B": list(PAIRS[1:])}
+    values = {}
+    for name in ("A", "B"):
+        shape = (sizes[name], len(pairs[name]), grids[name].size, grids[name].size)
+        values[name] = rng.uniform(0.5, 1.5, size=shape)
+        write_fk_table(fastkernel / f"{name}.pineappl.lz4", pairs[name], grids[name], values[name])
+    files = replace(
+        commondata_files("DYE605_Z0_38P8GEV_DW_PXSEC", None),
+        fk_tables=(("A", "B"),),
+        conversion_factor=0.5,
+        normalization=(("B", 2.0),),
+        shifts=(("B", 1),),
+    )
+    theory = Theory(99000001, fastkernel, 1.65, 1)
+    _, (table,) = _tables(theory, files, 6)
+    assert table.n_data == 2 + 1 + 3
+    np.testing.assert_array_equal(table.xgrid, XGRID)
+    xf = np.random.default_rng(6).uniform(0.1, 1.0, size=(14, XGRID.size))
+    alone = {n: converted_table(fastkernel / f"{n}.pineappl.lz4", 1.65) for n in ("A", "B")}
+    a = alone["A"].predictions(xf[:, :6])
+    b = alone["B"].predictions(xf[:, 3:])
+    expected = np.concatenate([0.5 * a, [0.0], 0.5 * 2.0 * b])
+    np.testing.assert_allclose(table.predictions(xf), expected, rtol=1e-13)
+
+
 def test_a_hadronic_table_keeps_its_pairs_only() -> None:
     fk = np.arange(2 * 2 * 3 * 3, dtype=float).reshape(2, 2, 3, 3)
     pairs = np.array([[FK_BASIS.index("g"), FK_BASIS.index("Sigma")], [1, 1]])
