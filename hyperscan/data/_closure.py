@@ -296,11 +296,6 @@ def _fk_table(coefficients: dict[str, float], x: np.ndarray) -> tuple[np.ndarray
     return fk, grid
 
 
-def _fixed_order_contract(fk: np.ndarray, xf14: np.ndarray) -> np.ndarray:
-    """fk (n, 14, n_x) x xf14 (14, n_x) -> (n,), summed in a fixed (CPU-independent) order."""
-    return (fk * xf14[None]).reshape(fk.shape[0], -1).sum(axis=1)
-
-
 def _toy_fk_basis(grid: np.ndarray) -> np.ndarray:
     """(14, n_x) toy x*f in FK_BASIS on ``grid``."""
     return _rotate_fixed_order(fit_to_fk_rotation(), toy_pdf(grid)).T.copy()
@@ -379,12 +374,12 @@ def _build(size: str) -> Problem:
     for spec in specs:
         process, coefficients, _, _ = _OBSERVABLES[spec.observable]
         x = _points(spec)
-        fk, grid = _fk_table(coefficients, x)
-        truth = _fixed_order_contract(fk, _toy_fk_basis(grid))
+        table = FkTable(*_fk_table(coefficients, x))
+        truth = table.fixed_order_predictions(_toy_fk_basis(table.xgrid))
         if not np.all(truth > 0.0):  # pragma: no cover - guards the x ranges above
             raise RuntimeError(f"{spec.name}: truth not positive")
         kinematics = np.stack([x, _q2(x, spec.key), np.full(x.size, np.nan)], axis=1)
-        datasets.append(Dataset(spec.name, process, (FkTable(fk, grid),), truth, kinematics))
+        datasets.append(Dataset(spec.name, process, (table,), truth, kinematics))
         stat, sys = _uncertainties(spec, x, truth)
         truths.append(truth)
         stats.append(stat)

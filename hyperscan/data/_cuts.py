@@ -52,30 +52,28 @@ def _not_first_points(n: int) -> _Rule:
 
 
 _ANY, _NNLO_PLUS, _NNLO_MINUS = (0, 99), (2, 99), (0, 1)
-#: dataset -> (the perturbative orders the rule applies at, lowest and highest; rule).
-_DATASET_RULES: dict[str, tuple[tuple[int, int], _Rule]] = {
-    "DYE866_Z0_800GEV_PXSEC": (_ANY, _fixed_target_drell_yan),
-    "DYE605_Z0_38P8GEV_DW_PXSEC": (_ANY, _fixed_target_drell_yan),
-    "D0_WPWM_1P96TEV_ASY": (_NNLO_PLUS, lambda k, central: np.abs(central) >= 0.03),
+#: dataset -> its rules, each with the perturbative orders it applies at (lowest, highest);
+#: a point is kept when every rule that applies keeps it.
+_RULES: dict[str, list[tuple[tuple[int, int], _Rule]]] = {
+    "DYE866_Z0_800GEV_PXSEC": [(_ANY, _fixed_target_drell_yan)],
+    "DYE605_Z0_38P8GEV_DW_PXSEC": [(_ANY, _fixed_target_drell_yan)],
+    "D0_WPWM_1P96TEV_ASY": [(_NNLO_PLUS, lambda k, central: np.abs(central) >= 0.03)],
     **{
-        f"LHCB_{boson}_{energy}TEV_MUON_Y": (_NNLO_PLUS, _range("y", low=2.25))
+        f"LHCB_{boson}_{energy}TEV_MUON_Y": [(_NNLO_PLUS, _range("y", low=2.25))]
         for boson in ("Z0", "WPWM", "DY")
         for energy in (7, 8)
     },
-    "LHCB_Z0_13TEV_DIELECTRON-Y": (_NNLO_PLUS, _range("y", low=2.20)),
-    "LHCB_Z0_13TEV_DIMUON-Y": (_NNLO_PLUS, _range("y", low=2.20)),
-    "ATLAS_Z0_8TEV_LOWMASS_M-Y": (_ANY, _mass_at_most("m_Z2", 116.0)),
-    "ATLAS_Z0_7TEV_49FB_HIMASS": (_ANY, _range("m_ll", high=200.0)),
-    "ATLAS_Z0_7TEV_LOMASS_M": (_NNLO_MINUS, _not_first_points(2)),
-    "CMS_Z0_13TEV_AFB": (_ANY, lambda k, central: (k["m_ll"] < 86.0) | (k["m_ll"] > 96.0)),
-    "ATLAS_WJ_8TEV_WP-PT": (_ANY, _range("pT", low=30.0)),
-    "ATLAS_WJ_8TEV_WM-PT": (_ANY, _range("pT", low=30.0)),
-    "ATLAS_Z0J_8TEV_PT-M": (_ANY, _range("pT", low=30.0)),
-    "ATLAS_Z0J_8TEV_PT-Y": (_ANY, _range("pT", low=30.0, high=150.0)),
-    "ATLAS_Z0J_13TEV_PT_LL": (_ANY, _range("pT", low=30.0, high=150.0)),
-}
-#: Datasets with more than one rule: every rule must keep a point.
-_MORE_RULES: dict[str, list[tuple[tuple[int, int], _Rule]]] = {
+    "LHCB_Z0_13TEV_DIELECTRON-Y": [(_NNLO_PLUS, _range("y", low=2.20))],
+    "LHCB_Z0_13TEV_DIMUON-Y": [(_NNLO_PLUS, _range("y", low=2.20))],
+    "ATLAS_Z0_8TEV_LOWMASS_M-Y": [(_ANY, _mass_at_most("m_Z2", 116.0))],
+    "ATLAS_Z0_7TEV_49FB_HIMASS": [(_ANY, _range("m_ll", high=200.0))],
+    "ATLAS_Z0_7TEV_LOMASS_M": [(_NNLO_MINUS, _not_first_points(2))],
+    "CMS_Z0_13TEV_AFB": [(_ANY, lambda k, central: (k["m_ll"] < 86.0) | (k["m_ll"] > 96.0))],
+    "ATLAS_WJ_8TEV_WP-PT": [(_ANY, _range("pT", low=30.0))],
+    "ATLAS_WJ_8TEV_WM-PT": [(_ANY, _range("pT", low=30.0))],
+    "ATLAS_Z0J_8TEV_PT-M": [(_ANY, _range("pT", low=30.0))],
+    "ATLAS_Z0J_8TEV_PT-Y": [(_ANY, _range("pT", low=30.0, high=150.0))],
+    "ATLAS_Z0J_13TEV_PT_LL": [(_ANY, _range("pT", low=30.0, high=150.0))],
     "CMS_Z0_7TEV_DIMUON_2D": [(_NNLO_MINUS, _cms_dimuon_nlo), (_NNLO_PLUS, _cms_dimuon_nnlo)],
     "CMS_Z0J_8TEV_PT-Y": [(_ANY, _range("pT", 30.0, 170.0)), (_ANY, _range("abs_y", high=1.6))],
     "CMS_Z0J_13TEV_PT-M": [(_ANY, _range("pT", 30.0, 170.0)), (_ANY, _range("m_ll", low=76.0))],
@@ -111,10 +109,7 @@ def default_cut_mask(
         if process.startswith("DIS"):
             x, q2 = named["x"], named["Q2"]
             keep &= (q2 > q2min) & (q2 * (1.0 - x) / x > w2min)
-        rules = _MORE_RULES.get(name, [])
-        if name in _DATASET_RULES:
-            rules = [_DATASET_RULES[name]]
-        for (lowest, highest), rule in rules:
+        for (lowest, highest), rule in _RULES.get(name, []):
             if lowest <= pto <= highest:
                 keep &= rule(named, central)
     except KeyError as err:

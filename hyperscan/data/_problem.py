@@ -74,8 +74,9 @@ class Dataset:
         except ValueError as err:
             raise ValueError(f"{self.name}: {err}") from None
         if len(tables) != op.arity:
-            raise ValueError(f"{self.name}: operation {op.name} takes {op.arity} tables, got "
-                             f"{len(tables)}")  # fmt: skip
+            raise ValueError(
+                f"{self.name}: operation {op.name} takes {op.arity} tables, got {len(tables)}"
+            )
         central = _frozen(self.central, f"{self.name}: central", 1)
         kinematics = _frozen(self.kinematics, f"{self.name}: kinematics", 2)
         n = central.shape[0]

@@ -45,23 +45,21 @@ class TableProducts:
         self._n_x = xgrid.size
         rotation = fit_to_fk_rotation()
         linear = [t for o in observables for t in o.tables if not t.hadronic]
-        hadronic = [t for o in observables for t in o.tables if t.hadronic]
+        hadronic = [(t, o.name) for o in observables for t in o.tables if t.hadronic]
         self._rows, self._linear = self._used_rows(self._flat(linear, xgrid, rotation))
-        self._hadronic = tuple(self._pairs(t, xgrid, rotation, o.name)
-                               for o in observables for t in o.tables if t.hadronic)  # fmt: skip
-        # where each table's predictions sit in the raw output: DIS-like first, in order
-        starts = np.cumsum([0] + [t.n_data for t in linear + hadronic])
-        position = {id(t): i for i, t in enumerate(linear + hadronic)}
-        self._combined = tuple(
-            (
-                o.operation,
-                tuple(
-                    (int(starts[position[id(t)]]), int(starts[position[id(t)] + 1]))
-                    for t in o.tables
-                ),  # fmt: skip
-            )
-            for o in observables
-        )
+        self._hadronic = tuple(self._pairs(t, xgrid, rotation, name) for t, name in hadronic)
+        # where each table's predictions sit in the raw output: DIS-like first, then hadronic,
+        # each kind in the observables' order
+        offsets = {False: 0, True: sum(t.n_data for t in linear)}
+        combined = []
+        for o in observables:
+            columns = []
+            for t in o.tables:
+                start = offsets[t.hadronic]
+                offsets[t.hadronic] = start + t.n_data
+                columns.append((start, start + t.n_data))
+            combined.append((o.operation, tuple(columns)))
+        self._combined = tuple(combined)
         # One NULL DIS-like table each: the raw output is already the observables, in order.
         self._direct = not hadronic and all(o.operation == "NULL" for o in observables)
         self._n_points = sum(max(t.n_data for t in o.tables) for o in observables)

@@ -383,8 +383,9 @@ class RealSection(_Section):
     @model_validator(mode="after")
     def _shipped_without_theory(self) -> RealSection:
         if self.positivity and self.theory is None:
-            raise rule_error("positivity sets are read from a theory folder: give `theory`",
-                             "positivity")  # fmt: skip
+            raise rule_error(
+                "positivity sets are read from a theory folder: give `theory`", "positivity"
+            )
         if self.theory is None:
             fail_at(
                 [

@@ -119,8 +119,9 @@ def test_a_drell_yan_positivity_set_takes_its_conversion_factor(theory_folder) -
     expected = reference.convolve(pdg_convs=reference.convolutions, xfxs=[xfx, xfx])
     got = positivity.predictions(_toy_fk_basis(positivity.xgrid))
     np.testing.assert_allclose(got, 0.7071 * expected, rtol=1e-10)
-    problem = real_problem(["DYE605_Z0_38P8GEV_DW_PXSEC"], theory=theory_folder,
-                           positivity=[POSITIVITY])  # fmt: skip
+    problem = real_problem(
+        ["DYE605_Z0_38P8GEV_DW_PXSEC"], theory=theory_folder, positivity=[POSITIVITY]
+    )
     assert [p.name for p in problem.positivity] == [POSITIVITY]
     with pytest.raises(RealDataError, match="is not a positivity set"):
         theory_positivity(theory, "DYE605_Z0_38P8GEV_DW_PXSEC")

@@ -86,9 +86,18 @@ def test_a_slotted_scan_then_export_and_fit_give_back_each_trial(theory, tmp_pat
     runcard = write_card(tmp_path / "mixed.yml", card)
     url = tmp_path / "scan.journal"
     done = hyperscan(
-        "scan", runcard, "--workers", 1, "--slots", 4, "--storage", url, "-o", "best.yml",
+        "scan",
+        runcard,
+        "--workers",
+        1,
+        "--slots",
+        4,
+        "--storage",
+        url,
+        "-o",
+        "best.yml",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert (tmp_path / "best.yml").is_file(), done.stdout
     study = load_study(open_storage(str(url)), "mixed")
     complete = study.get_trials(states=(TrialState.COMPLETE,))
