@@ -37,8 +37,8 @@ import numpy as np
 
 from hyperscan.cli import configure_tensorflow
 from hyperscan.runcard import FitRuncard, load_fit_runcard
-from hyperscan.scan import closure_estimators as shared_estimators
-from hyperscan.scan import multiclosure_record
+from hyperscan.score import closure_estimators as shared_estimators
+from hyperscan.score import multiclosure_record
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo-closure.yml"
 

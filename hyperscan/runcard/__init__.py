@@ -15,6 +15,7 @@ from ._load import (
 )
 from ._scan import (
     CLOSURE_LOSSES,
+    LOSSES,
     N3FIT_LOSSES,
     PENALTIES,
     ObjectiveEntry,
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_W2MIN",
     "FLAVOURS",
     "LAMBDA_UPDATE_INTERVAL",
+    "LOSSES",
     "MAX_THREADS",
     "MEMBER_KEYS",
     "N3FIT_LOSSES",

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -47,6 +48,7 @@ from ._space import Space
 
 __all__ = [
     "CLOSURE_LOSSES",
+    "LOSSES",
     "N3FIT_LOSSES",
     "PENALTIES",
     "ObjectiveEntry",
@@ -63,11 +65,48 @@ __all__ = [
 ]
 
 
-#: n3fit 4.1.5's hyperopt losses (``loss_type``), each a figure of a fold's ensemble.
-N3FIT_LOSSES = ("chi2", "phi2", "logp", "chi2p")
-#: The closure losses: NNPDF's closure estimators of a fold's ensemble against the known truth
-#: of closure data (built-in, or real FK tables with ``data.real.closure``).
-CLOSURE_LOSSES = ("bias", "variance", "rbv", "xi1sigma")
+@dataclass(frozen=True)
+class Loss:
+    """A trial loss: its family, which decides how a trial is scored (``hyperscan.score``
+    dispatches on it) and which objective keys go with it, and its value in words."""
+
+    family: Literal["statistic", "n3fit", "closure"]
+    label: str
+    """Formatted with the objective section's fields, and ``best`` (the best replicas in
+    words) and ``phi`` (φ or φ²)."""
+    axis: str
+    """Short, for a figure's axis."""
+
+
+#: Every loss a runcard may name: hyperscan's χ² statistic, n3fit 4.1.5's hyperopt losses
+#: (``loss_type``, each a figure of a fold's ensemble), and the closure losses (NNPDF's closure
+#: estimators of a fold's ensemble against the known truth of closure data, lower is better).
+#: The one table behind the runcard's checks, the scoring and the labels.
+LOSSES = {
+    "statistic": Loss(
+        "statistic", "{statistic} of the replicas' {chi2_words} chi2 per point", "χ² per point"
+    ),
+    "chi2": Loss(
+        "n3fit", "n3fit's chi2 loss ({replica_statistic} over the replicas)", "n3fit χ² loss"
+    ),
+    "phi2": Loss("n3fit", "n3fit's phi2 ({phi} of the {best})", "1 / φ (n3fit phi2 loss)"),
+    "logp": Loss("n3fit", "n3fit's logp (of the {best})", "n3fit logp loss"),
+    "chi2p": Loss("n3fit", "n3fit's chi2p (of the {best})", "n3fit χ²p loss"),
+    "bias": Loss(
+        "closure", "closure bias (the mean's chi2 per point to the truth)", "closure bias"
+    ),
+    "variance": Loss(
+        "closure",
+        "closure variance (the replicas' chi2 per point to their mean)",
+        "closure variance",
+    ),
+    "rbv": Loss("closure", "|log R_bv|, R_bv = sqrt(bias / variance)", "|log R_bv|"),
+    "xi1sigma": Loss(
+        "closure", "|xi_1sigma - 0.6827| (truth within the replicas' 1 sigma)", "|ξ₁σ − 0.683|"
+    ),
+}
+N3FIT_LOSSES = tuple(name for name, loss in LOSSES.items() if loss.family == "n3fit")
+CLOSURE_LOSSES = tuple(name for name, loss in LOSSES.items() if loss.family == "closure")
 #: n3fit's hyperopt penalties, stored per replica on every trial.
 PENALTIES = ("saturation", "patience", "integrability")
 
@@ -77,9 +116,7 @@ class ObjectiveSection(_Section):
     replicas, then across folds), one of n3fit's hyperopt losses of each fold's ensemble, or
     a closure estimator of it."""
 
-    loss: Literal[
-        "statistic", "chi2", "phi2", "logp", "chi2p", "bias", "variance", "rbv", "xi1sigma"
-    ] = "statistic"
+    loss: Literal[tuple(LOSSES)] = "statistic"  # type: ignore[valid-type]
     """`statistic`: hyperscan's χ² statistic (`chi2`, then `statistic` across replicas);
     n3fit 4.1.5's losses of each fold's ensemble (its best `best_fraction` of the replicas):
     `chi2` (n3fit's: validation χ² of the best replicas + max(held-out χ² of the best
@@ -131,8 +168,9 @@ class ObjectiveSection(_Section):
         """Keys that mean nothing for the chosen loss are refused, not silently ignored. By
         value, not by presence: a stored runcard is dumped with every key."""
         problems: list[tuple[tuple[Any, ...], str]] = []
-        n3fit = self.loss in N3FIT_LOSSES
-        if (n3fit or self.loss in CLOSURE_LOSSES) and self.statistic != "mean":
+        family = LOSSES[self.loss].family
+        n3fit = family == "n3fit"
+        if family != "statistic" and self.statistic != "mean":
             problems.append(
                 (
                     ("statistic",),

@@ -8,8 +8,8 @@ first use (``Study.run_worker``), so that study creation, status, export, copies
 the dashboard start fast and stay small.
 
 The trial attributes a report reads (:data:`RUNCARD_ATTR`, :func:`trashed`,
-:func:`last_report`, :func:`retries`, :func:`state_counts`) and the objective in words
-(:func:`objective_label`) are public too.
+:func:`last_report`, :func:`retries`, :func:`state_counts`) are public too; a trial's score
+and the objective in words are :mod:`hyperscan.score`'s.
 """
 
 from hyperscan.scan._api import (
@@ -23,36 +23,23 @@ from hyperscan.scan._api import (
     salvage_study,
     storage_location,
 )
-from hyperscan.scan._closure import (
-    CLOSURE_ESTIMATORS,
-    ONE_SIGMA,
-    ClosureEstimators,
-    closure_estimators,
-    multiclosure_record,
-)
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
-from hyperscan.scan._status import objective_label, retries, state_counts
+from hyperscan.scan._status import retries, state_counts
 from hyperscan.scan._study import RUNCARD_ATTR, ScanError
 from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.scan.storage import StorageError, open_storage
 
 __all__ = [
-    "CLOSURE_ESTIMATORS",
-    "ONE_SIGMA",
     "RUNCARD_ATTR",
-    "ClosureEstimators",
     "ScanError",
     "StorageError",
     "Study",
-    "closure_estimators",
     "copy_study",
     "create_study",
     "dashboard_app",
     "last_report",
     "list_studies",
-    "multiclosure_record",
-    "objective_label",
     "open_storage",
     "open_study",
     "reading_study",

@@ -29,9 +29,10 @@ from hyperscan.runcard import (
     with_settings,
 )
 from hyperscan.scan._rule import RuleError, parse_rule
-from hyperscan.scan._status import objective_label, pareto_front, state_counts
+from hyperscan.scan._status import pareto_front, state_counts
 from hyperscan.scan._study import ScanError, StudySetup
 from hyperscan.scan._trial_attrs import last_report, trashed
+from hyperscan.score import objective_label
 
 
 def best_trial(setup: StudySetup) -> optuna.trial.FrozenTrial:

@@ -6,8 +6,8 @@ does itself what ``optimize`` does around a trial: fail the trials of dead worke
 asking, beat for every trial in flight (:class:`TrialHeartbeats`), tell a trial pruned or
 failed. Two runners fit the trials: :class:`OneTrial`, one at a time through ``run_fit`` (as
 ``hyperscan fit`` refits an exported trial, bit for bit), and :class:`~hyperscan.fit.TrialBatch`,
-P at a time in one model. What a trial is (its values, attributes, re-queue on a stop) is the
-:class:`Objective`'s.
+P at a time in one model. How each trial ends is decided by scan/_lifecycle.py's
+:func:`ending_of`; when to take no more, by the worker's :class:`WorkerLimits`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.data import Problem
 from hyperscan.fit import FitResult, MustFitAlone, SyncReport, TrialBatch, run_fit
 from hyperscan.runcard import FitRuncard
-from hyperscan.scan._objective import Objective, WorkerStopping, _Monitor
+from hyperscan.scan._lifecycle import ENDINGS, ending_of
+from hyperscan.scan._limits import WorkerLimits
+from hyperscan.scan._objective import Monitor, Objective, Trashed
 from hyperscan.scan.storage import (
     BudgetSpent,
     TrialHeartbeats,
@@ -44,7 +45,8 @@ class _Slot:
 
     trial: optuna.Trial
     params: dict
-    monitor: _Monitor
+    monitor: Monitor
+    trash_reason: str | None = None  # its drawn values make no fit runcard
     # A storage error in a sync (its report not written), or the trial failed as stale by
     # another worker: the trial ended at that sync, and is handled as its worker handles it.
     error: Exception | None = None
@@ -97,23 +99,13 @@ Runner = OneTrial | TrialBatch
 
 
 def run_trials(
-    study: optuna.Study,
-    objective: Objective,
-    runner: Runner,
-    *,
-    may_take: Callable[[int], bool],
-    told: Callable[[FrozenTrial], bool],
-    dropped: Callable[[], None],
-    wait_out: Callable[[Exception], None],
+    study: optuna.Study, objective: Objective, runner: Runner, limits: WorkerLimits
 ) -> bool:
-    """Keep ``runner``'s slots full of the study's trials until ``may_take`` (told how many
-    trials are in flight) refuses another and those in flight ended; True if the budget's
-    gate refused one (the budget is taken).
+    """Keep ``runner``'s slots full of the study's trials until ``limits`` refuse another and
+    those in flight ended; True if the budget's gate refused one (the budget is taken).
 
-    ``told`` is told of each trial told to the study (re-queued ones included) and answers
-    whether to take no more; ``dropped`` of each trial another worker failed as stale;
-    ``wait_out`` of each transient storage error that cut a trial short, which it waits out
-    (or raises); the trial is then re-queued at once.
+    A transient storage error that cuts a trial short is waited out on ``limits``' retry
+    schedule (past it, raised), and the trial re-queued.
     """
     slots: dict[int, _Slot] = {}
     spent = halted = False
@@ -128,36 +120,39 @@ def run_trials(
                     requeue_cut_short(study, cut_short)
                     return
                 except Exception as error:
-                    wait_out(error)  # raises once the schedule is spent
+                    limits.wait_out(error)  # raises once the schedule is spent
 
         def end(slot: _Slot, result: FitResult | None) -> bool:
             """Tell the study how ``slot``'s trial ended; whether to take no more trials."""
-            number = slot.trial.number
+            trial = slot.trial
             try:
                 if slot.error is not None:
                     raise slot.error
-                state, value = _outcome(objective, slot, result)
-                beats.remove(trial_id(slot.trial))  # no beat once the trial is told
-                return told(study.tell(slot.trial, value, state=state))
+                ending, values = objective.finish(
+                    trial, slot.params, result, slot.monitor, slot.trash_reason
+                )
+                beats.remove(trial_id(trial))  # no beat once the trial is told
+                state = ENDINGS[ending].state
+                return limits.told(study.tell(trial, values, state=state))
             except Exception as error:
-                beats.remove(trial_id(slot.trial))
-                if overtaken(error):
-                    dropped()
-                    requeue(trial_id(slot.trial))  # no-op once the other worker re-queued it
-                    return False
-                wait_out(error)  # raises what is not a transient storage error
-                requeue(trial_id(slot.trial))
+                beats.remove(trial_id(trial))
+                if not overtaken(error):
+                    limits.wait_out(error)  # raises what is not a transient storage error
+                ending = ending_of(overtaken=overtaken(error), cut_short=not overtaken(error))
+                if ENDINGS[ending].state is None:
+                    limits.dropped()
+                requeue(trial_id(trial))  # a no-op once another worker re-queued it
                 return False
             finally:
-                slots.pop(number, None)
+                slots.pop(trial.number, None)
 
         while True:
             asking = not (halted or objective.stop.is_set()) and runner.free_slots
             if asking:
                 try:
-                    spent, halted = _fill(study, objective, runner, slots, beats, may_take, end)
+                    spent, halted = _fill(study, objective, runner, slots, beats, limits, end)
                 except Exception as error:  # failing stale trials, or an ask
-                    wait_out(error)  # raises what is not a transient storage error
+                    limits.wait_out(error)  # raises what is not a transient storage error
                     if not slots:
                         continue  # ask again
             if not slots:
@@ -181,29 +176,30 @@ def _fill(
     runner: Runner,
     slots: dict[int, _Slot],
     beats: TrialHeartbeats,
-    may_take: Callable[[int], bool],
+    limits: WorkerLimits,
     end: Callable[[_Slot, FitResult | None], bool],
 ) -> tuple[bool, bool]:
-    """Ask the study for trials while a slot is free and ``may_take``; returns whether the
+    """Ask the study for trials while a slot is free and ``limits`` allow; returns whether the
     budget is taken and whether to take no more."""
-    if not may_take(len(slots)):
+    if not limits.may_take(len(slots)):
         return False, False
     # What Optuna's optimize does before each trial it asks for: a dead worker's trial is
     # failed and queued again, so that a worker takes it.
     fail_stale_trials(study, requeue=True)
     halted = False
-    while runner.free_slots and not halted and may_take(len(slots)):
+    while runner.free_slots and not halted and limits.may_take(len(slots)):
         try:
             with asking_outside_optimize():
                 trial = study.ask()
         except BudgetSpent:
             return True, True
         beats.add(trial_id(trial))
-        slot = _Slot(trial, {}, _Monitor(objective, trial))
+        slot = _Slot(trial, {}, Monitor(objective, trial))
         slots[trial.number] = slot
         try:
             slot.params, card = objective.start(trial)
-        except optuna.TrialPruned:  # trashed: its drawn values make no fit runcard
+        except Trashed as error:
+            slot.trash_reason = str(error)
             halted = end(slot, None)
             continue
         except Exception as error:
@@ -221,18 +217,3 @@ def _fill(
             result = run_fit(card, problem=objective.problem, on_sync=slot.on_sync)
             halted = end(slot, result)
     return False, halted
-
-
-def _outcome(
-    objective: Objective, slot: _Slot, result: FitResult | None
-) -> tuple[TrialState | None, float | list[float] | None]:
-    """The state and value to tell of ``slot``'s trial: its value (state None), PRUNED
-    (pruned or trashed) or FAIL (the worker stopping: re-queued)."""
-    if result is None:  # trashed before its fit: its reason is stored already
-        return TrialState.PRUNED, None
-    try:
-        return None, objective.finish(slot.trial, slot.params, result, slot.monitor)
-    except optuna.TrialPruned:
-        return TrialState.PRUNED, None
-    except WorkerStopping:
-        return TrialState.FAIL, None

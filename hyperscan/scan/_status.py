@@ -13,7 +13,6 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.runcard import CLOSURE_LOSSES, ObjectiveSection
 from hyperscan.scan._study import StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
@@ -22,6 +21,7 @@ from hyperscan.scan.storage import (
     study_names,
     trial_id,
 )
+from hyperscan.score import objective_label
 
 
 def state_counts(trials: list[optuna.trial.FrozenTrial]) -> Counter[str]:
@@ -141,40 +141,6 @@ class StudyStatus:
             for failed, retry, lost in self.retried
         ]
         return data
-
-
-#: The closure losses in words (docs/objectives.md), lower is better.
-CLOSURE_LABELS = {
-    "bias": "closure bias (the mean's chi2 per point to the truth)",
-    "variance": "closure variance (the replicas' chi2 per point to their mean)",
-    "rbv": "|log R_bv|, R_bv = sqrt(bias / variance)",
-    "xi1sigma": "|xi_1sigma - 0.6827| (truth within the replicas' 1 sigma)",
-}
-
-
-def objective_label(objective: ObjectiveSection, folds: int) -> str:
-    """A trial's value in words, as `study status` shows it above the best trial."""
-    across = f"{objective.fold_statistic} over {folds} folds" if folds else ""
-    if objective.loss == "statistic":
-        chi2 = "held-out" if objective.chi2 == "held_out" else "validation"
-        value = f"{objective.statistic} of the replicas' {chi2} chi2 per point"
-        return f"{value}, {across}" if across else value
-    if objective.loss in CLOSURE_LOSSES:
-        value = CLOSURE_LABELS[objective.loss] + " of the replicas but diverged ones"
-        return f"{value}, {across}" if across else value
-    best = f"best {objective.best_fraction:.0%} of the replicas"
-    per_fold = {
-        "chi2": f"n3fit's chi2 loss ({objective.replica_statistic} over the replicas)",
-        "phi2": f"n3fit's phi2 (phi{'²' if objective.phi_squared else ''} of the {best})",
-        "logp": f"n3fit's logp (of the {best})",
-        "chi2p": f"n3fit's chi2p (of the {best})",
-    }[objective.loss]
-    if objective.penalties_in_loss:
-        per_fold += " + penalties " + ", ".join(objective.penalties)
-    value = f"{per_fold}, {across}" if across else per_fold
-    if objective.loss == "phi2":
-        value = f"1 / ({value})"
-    return value + " + n3fit's fit-quality term"
 
 
 def study_status(setup: StudySetup) -> StudyStatus:

@@ -5,37 +5,32 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import statistics
 import threading
-import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
 import optuna
 from optuna.storages import BaseStorage
-from optuna.trial import TrialState
 
 from hyperscan.data import Problem
 from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
+from hyperscan.scan._limits import WorkerLimits
 from hyperscan.scan._objective import Objective
-from hyperscan.scan._scheduler import OneTrial, run_trials
+from hyperscan.scan._scheduler import OneTrial, Runner, run_trials
 from hyperscan.scan._status import finished_trials
-from hyperscan.scan._study import StudySetup, open_study, stored_budget, study_problem
-from hyperscan.scan._trial_attrs import requeued as was_requeued
+from hyperscan.scan._study import StudySetup, open_study, study_problem
 from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
     STORAGE_RETRY_WAITS,
-    describe_error,
     explained_storage_errors,
     fail_stale_trials,
     gate_takes,
     load_study,
     retrying,
     storage_url,
-    transient_error,
 )
 
 _logger = logging.getLogger(__name__)
@@ -89,29 +84,6 @@ def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
     return (number, len(study.get_trials(deepcopy=False)))
 
 
-def trial_seconds(trials: Iterable[optuna.trial.FrozenTrial]) -> list[float]:
-    """Wall-clock durations of the COMPLETE trials among ``trials`` (pruned ones end early)."""
-    return [
-        (trial.datetime_complete - trial.datetime_start).total_seconds()
-        for trial in trials
-        if trial.state == TrialState.COMPLETE
-        and trial.datetime_start is not None
-        and trial.datetime_complete is not None
-    ]
-
-
-def expected_trial_seconds(own: list[float], study: list[float]) -> float | None:
-    """The median duration of a complete trial: this worker's own if it completed any (its
-    hardware), else the study's; None before any trial of the study completed."""
-    durations = own or study
-    return statistics.median(durations) if durations else None
-
-
-def trial_fits(seconds_left: float, expected: float | None) -> bool:
-    """Whether to take another trial with ``seconds_left`` of walltime."""
-    return seconds_left > 0 and (expected is None or expected <= seconds_left)
-
-
 def run_worker(
     study_name: str,
     storage: BaseStorage,
@@ -150,7 +122,6 @@ def run_worker(
     """
     if slots < 1:
         raise ValueError(f"slots must be at least 1, not {slots}")
-    deadline = None if stop_after is None else time.monotonic() + stop_after
     url = storage_url(storage)
     with explained_storage_errors(storage):
         if setup is None:
@@ -162,126 +133,51 @@ def run_worker(
             )
         problem = study_problem(setup) if problem is None else problem
         runcard = setup.runcard
-
-        def start() -> tuple[optuna.Study, int]:
-            study = load_study(storage, study_name, pruner=make_pruner(runcard))
-            # Its trials read through this study, whose cache the worker keeps: on PostgreSQL,
-            # a study of thousands of trials takes seconds to load.
-            study.sampler = make_sampler(runcard, _salt(study, sampler_salt))
-            finished = finished_trials(study)  # failing stale trials does not change it
-            fail_stale_trials(study, requeue=finished < runcard.scan.trials)
-            return study, finished
-
         # A burst of workers (a SLURM array) may meet a full connection limit or a restart.
-        study, finished = retrying(start, "worker start-up", url, waits=STORAGE_RETRY_WAITS)
-        budget = runcard.scan.trials
-    if finished >= budget:
-        return WorkerReport(0, stopped_by_signal=False, budget_reached=True)
-
-    own: list[float] = []  # durations of this worker's complete trials
-    walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
-
-    def out_of_walltime() -> bool:
-        if deadline is None:
-            return False
-        left = deadline - time.monotonic()
-        study_durations = [] if own else trial_seconds(study.get_trials(deepcopy=False))
-        expected = expected_trial_seconds(own, study_durations)
-        if trial_fits(left, expected):
-            return False
-        walltime.update(expected=expected, left=max(left, 0.0))
-        return True
-
-    with explained_storage_errors(storage):
-        if out_of_walltime():
-            return _report(0, False, study, budget, walltime)
-
-    stop = threading.Event()
-    objective = Objective(runcard, problem, stop, on_start)
-    done = requeued = 0
-
-    storage_errors = 0  # consecutive ones, since the last trial that ended
-
-    def budget_spent() -> bool:
-        nonlocal budget
-        budget = stored_budget(study) or budget  # raised or lowered while this worker ran
-        return finished_trials(study) >= budget
-
-    def ended(trial: optuna.trial.FrozenTrial) -> bool:
-        """Count a trial this worker ended; whether to take no more."""
-        nonlocal done, requeued, storage_errors
-        done += 1
-        requeued += was_requeued(trial)
-        storage_errors = 0
-        own.extend(trial_seconds([trial]))
-        if on_trial is not None:
-            on_trial(trial)
-        return stop.is_set() or out_of_walltime()
-
-    def dropped() -> None:
-        nonlocal done
-        _logger.warning(
-            "trial result dropped: another worker failed the trial as stale (no "
-            "heartbeat for the grace period) and re-queued it"
+        study, finished = retrying(
+            lambda: _start(storage, study_name, runcard, sampler_salt),
+            "worker start-up",
+            url,
+            waits=STORAGE_RETRY_WAITS,
         )
-        done += 1
-
-    def wait_out(error: Exception) -> None:
-        """Wait out a transient storage error (the database restarted, a connection dropped)
-        on the retry schedule; raise it, explained, once the schedule is spent, and any other
-        error as it is."""
-        nonlocal storage_errors
-        if not transient_error(error):
-            raise error
-        cause = describe_error(error, url)
-        if storage_errors == len(STORAGE_RETRY_WAITS):
-            raise cause from error
-        wait = STORAGE_RETRY_WAITS[storage_errors]
-        storage_errors += 1
-        _logger.warning("%s; trying again in %d s", cause, wait)
-        stop.wait(wait)
-
-    def room_for_one(taken: int) -> bool:
-        # Asked as a trial is taken, under the storage's lock: finished and running trials
-        # count, so parallel workers stop at the budget, not past it.
-        return taken < (stored_budget(study) or budget)
-
-    started = time.monotonic()
-    gate_takes(study, room_for_one)
-
-    def may_take(in_flight: int) -> bool:
-        return not (
-            stop.is_set()
-            or (n_trials is not None and done + in_flight >= n_trials)
-            or (timeout is not None and time.monotonic() - started >= timeout)
-            or out_of_walltime()
-        )
-
-    def told(trial: optuna.trial.FrozenTrial) -> bool:
-        return ended(trial) | budget_spent()  # counted first, whatever the storage
-
-    runner = (
-        OneTrial(problem)
-        if slots == 1
-        else TrialBatch(
-            runcard.trial_base,
-            problem,
-            slots,
-            reserve=runcard.scan.space.widest(runcard.trial_base),
-        )
-    )
-    with stop_on_signals(stop), _gate_removed(study):
-        spent = run_trials(
+        stop = threading.Event()
+        limits = WorkerLimits(
             study,
-            objective,
-            runner,
-            may_take=may_take,
-            told=told,
-            dropped=dropped,
-            wait_out=wait_out,
+            runcard.scan.trials,
+            stop,
+            n_trials=n_trials,
+            timeout=timeout,
+            stop_after=stop_after,
+            url=url,
+            on_trial=on_trial,
         )
+        if finished >= limits.budget or limits.out_of_walltime():
+            return limits.report()
+    if slots == 1:
+        runner: Runner = OneTrial(problem)
+    else:
+        reserve = runcard.scan.space.widest(runcard.trial_base)
+        runner = TrialBatch(runcard.trial_base, problem, slots, reserve=reserve)
+    objective = Objective(runcard, problem, stop, on_start)
+    gate_takes(study, limits.room_for_one)
+    with stop_on_signals(stop), _gate_removed(study):
+        spent = run_trials(study, objective, runner, limits)
     with explained_storage_errors(storage):
-        return _report(done, stop.is_set(), study, budget, walltime, requeued, spent)
+        return limits.report(spent)
+
+
+def _start(
+    storage: BaseStorage, study_name: str, runcard: ScanRuncard, sampler_salt: int | None
+) -> tuple[optuna.Study, int]:
+    """The study as this worker works it, with its pruner and sampler, and its finished
+    trials; a dead worker's trials failed, and re-queued while the budget needs them."""
+    study = load_study(storage, study_name, pruner=make_pruner(runcard))
+    # Its trials read through this study, whose cache the worker keeps: on PostgreSQL, a
+    # study of thousands of trials takes seconds to load.
+    study.sampler = make_sampler(runcard, _salt(study, sampler_salt))
+    finished = finished_trials(study)  # failing stale trials does not change it
+    fail_stale_trials(study, requeue=finished < runcard.scan.trials)
+    return study, finished
 
 
 @contextmanager
@@ -292,23 +188,3 @@ def _gate_removed(study: optuna.Study) -> Iterator[None]:
         yield
     finally:
         gate_takes(study, None)
-
-
-def _report(
-    done: int,
-    signalled: bool,
-    study: optuna.Study,
-    budget: int,
-    walltime: dict,
-    requeued: int = 0,
-    spent: bool = False,
-) -> WorkerReport:
-    return WorkerReport(
-        done,
-        stopped_by_signal=signalled,
-        budget_reached=spent or finished_trials(study) >= budget,
-        walltime_reached=bool(walltime),
-        expected_trial_s=walltime.get("expected"),
-        seconds_left=walltime.get("left"),
-        requeued=requeued,
-    )

@@ -14,13 +14,16 @@ from click.testing import CliRunner
 from optuna.distributions import FloatDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+import hyperscan.scan._limits as limits_module
 import hyperscan.scan._scheduler as scheduler_module
 import hyperscan.scan._worker as worker_module
 from hyperscan.cli import main
 from hyperscan.runcard import load_scan_runcard
 from hyperscan.scan import open_storage
+from hyperscan.scan._lifecycle import Ending
+from hyperscan.scan._limits import expected_trial_seconds, trial_fits, trial_seconds
 from hyperscan.scan._study import create_study
-from hyperscan.scan._worker import expected_trial_seconds, run_worker, trial_fits, trial_seconds
+from hyperscan.scan._worker import run_worker
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 PARAM = "optimizer.learning_rate"
@@ -87,7 +90,7 @@ def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypat
     journal, study = journal_study
     seconds, stop_after = 0.3, 1.5
     clock = SimpleNamespace(now=0.0)
-    monkeypatch.setattr(worker_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(limits_module, "time", SimpleNamespace(monotonic=lambda: clock.now))
 
     class Sleepy:
         """A trial that draws its value and takes `seconds` to fit."""
@@ -98,8 +101,8 @@ def test_worker_stops_when_its_own_trials_no_longer_fit(journal_study, monkeypat
         def start(self, trial: optuna.Trial) -> tuple[dict, None]:
             return {PARAM: trial.suggest_float(PARAM, 1e-3, 1e-2, log=True)}, None
 
-        def finish(self, trial, params, result, monitor) -> float:
-            return 1.0
+        def finish(self, trial, params, result, monitor, trash_reason) -> tuple[Ending, list]:
+            return Ending.COMPLETE, [1.0]
 
     def sleepy_fit(card, **kwargs) -> object:
         time.sleep(seconds)  # the duration the study records, in real time

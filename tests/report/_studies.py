@@ -23,8 +23,8 @@ from optuna.trial import TrialState  # noqa: E402
 
 from hyperscan.runcard import load_scan_runcard  # noqa: E402
 from hyperscan.scan import open_storage  # noqa: E402
-from hyperscan.scan._statistics import summary  # noqa: E402
 from hyperscan.scan._study import create_study  # noqa: E402
+from hyperscan.score._statistics import summary  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "studies" / "quickstart-scan.yml"

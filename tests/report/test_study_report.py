@@ -27,9 +27,9 @@ from hyperscan.report._study.tables import real_sets
 from hyperscan.report._study.trials import TrialRecord, Trials, varying_parameters
 from hyperscan.runcard import parse_scan_runcard
 from hyperscan.scan import open_storage
-from hyperscan.scan._statistics import summary, trial_value
 from hyperscan.scan._study import create_study
 from hyperscan.scan.storage import load_study
+from hyperscan.score._statistics import summary, trial_value
 
 
 class _Tags(HTMLParser):

@@ -12,20 +12,21 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
+from _in_process import run_in_process
 from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
 from _stand_in import stand_in_result
 from optuna.distributions import FloatDistribution
 from optuna.trial import TrialState
 
-import hyperscan.scan._objective as objective_module
+import hyperscan.scan._scheduler as scheduler_module
 from hyperscan.data import closure_problem
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, RuncardError, load_scan_runcard, parse_scan_runcard
-from hyperscan.scan import ONE_SIGMA, closure_estimators, open_storage, trashed
-from hyperscan.scan._closure import closure_loss, closure_record
+from hyperscan.scan import open_storage, trashed
 from hyperscan.scan._objective import Objective
-from hyperscan.scan._status import objective_label
 from hyperscan.scan._study import create_study
+from hyperscan.score import ONE_SIGMA, closure_estimators, objective_label
+from hyperscan.score._closure import closure_loss, closure_record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -146,10 +147,10 @@ scan:
 
 
 def run_trial(monkeypatch: pytest.MonkeyPatch, objective: str) -> optuna.trial.FrozenTrial:
-    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    monkeypatch.setattr(scheduler_module, "run_fit", fake_fit)
     runcard = parse_scan_runcard(card(objective), "closure.yml")
     study = optuna.create_study()
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     return study.trials[0]
 
 
@@ -203,7 +204,7 @@ def test_a_real_tiny_closure_trial_is_worth_its_folds_abs_log_rbv() -> None:
     )
     problem = closure_problem("tiny", level=1)
     study = optuna.create_study()
-    study.optimize(Objective(runcard, problem, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, problem, threading.Event()))
     trial = study.trials[0]
     assert trial.state == TrialState.COMPLETE, trashed(trial)
     folds = trial.user_attrs["closure"]["folds"]

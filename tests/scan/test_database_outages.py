@@ -14,11 +14,12 @@ from _service import PARALLEL, by_state, create, scan_card, trials_of, write_car
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import _objective, _scheduler, open_storage
+from hyperscan.scan import _scheduler, open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
 from hyperscan.scan.storage import _retry, results_folder
 from hyperscan.scan.storage._timeout import TIMEOUT_ENV
+from hyperscan.score import _score
 
 
 def _one_trial_with_a_fault(
@@ -28,7 +29,7 @@ def _one_trial_with_a_fault(
     ``fault(proxy)`` is called as the fit returns, before its first write. Returns the fits'
     values and the study's trials."""
     values: list[float] = []
-    value_of = _objective.trial_value
+    value_of = _score.trial_value
     fits = []
     fit = _scheduler.run_fit
 
@@ -45,7 +46,7 @@ def _one_trial_with_a_fault(
         return value
 
     monkeypatch.setattr(_scheduler, "run_fit", fit_then_fault)
-    monkeypatch.setattr(_objective, "trial_value", noted)
+    monkeypatch.setattr(_score, "trial_value", noted)
     with proxy_to(postgres_url) as proxy:
         url = proxy.url(postgres_url)
         card = scan_runcard_from_dict(scan_card(scan={"trials": 1}))

@@ -22,9 +22,9 @@ from _peer import PEER, peer_installed, run_in_peer
 from hyperscan.data import FIT_BASIS, fit_to_fk_rotation, load_real_dataset, real_problem
 from hyperscan.fit import SMALL_X
 from hyperscan.runcard import N3FIT_LOSSES, ObjectiveSection
-from hyperscan.scan._ensemble_metrics import central_chi2, fold_record
-from hyperscan.scan._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
-from hyperscan.scan._penalties import all_penalties
+from hyperscan.score._ensemble_metrics import central_chi2, fold_record
+from hyperscan.score._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
+from hyperscan.score._penalties import all_penalties
 
 HERE = Path(__file__).resolve().parent
 # Fold 0 holds two HERA sets with shared systematics: the covariance's off-diagonal blocks.

@@ -10,19 +10,20 @@ import threading
 import numpy as np
 import optuna
 import pytest
+from _in_process import run_in_process
 from _stand_in import stand_in_result
 from optuna.trial import TrialState
 
-import hyperscan.scan._objective as objective_module
+import hyperscan.scan._scheduler as scheduler_module
 from hyperscan.cli._render import plan_line
 from hyperscan.data import closure_problem
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, parse_scan_runcard
 from hyperscan.scan import trashed
 from hyperscan.scan._api import ScanPlan
-from hyperscan.scan._closure import multiclosure_record
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._study import Creation
+from hyperscan.score._closure import multiclosure_record
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -84,10 +85,10 @@ scan:
 
 
 def test_a_trial_over_three_fits_stores_each_and_is_worth_the_aggregate(monkeypatch) -> None:
-    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    monkeypatch.setattr(scheduler_module, "run_fit", fake_fit)
     runcard = parse_scan_runcard(card(fits=3), "multi.yml")
     study = optuna.create_study()
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     trial = study.trials[0]
     assert trial.state == TrialState.COMPLETE, trashed(trial)
     sigma = np.sqrt(np.diag(PROBLEM.covmat))
@@ -113,7 +114,7 @@ def test_a_trial_over_three_fits_stores_each_and_is_worth_the_aggregate(monkeypa
 def test_a_real_tiny_trial_over_two_fits_gives_a_value() -> None:
     runcard = parse_scan_runcard(card(fits=2, replicas=3, epochs=200), "multi.yml")
     study = optuna.create_study()
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     trial = study.trials[0]
     assert trial.state == TrialState.COMPLETE, trashed(trial)
     closure = trial.user_attrs["closure"]

@@ -11,11 +11,12 @@ import threading
 import numpy as np
 import optuna
 import pytest
+from _in_process import run_in_process
 from _service import assert_clean_failure, cli, scan_card, snapshot, write_card
 from _stand_in import stand_in_result
 from optuna.trial import TrialState
 
-import hyperscan.scan._objective as objective_module
+import hyperscan.scan._scheduler as scheduler_module
 from hyperscan.cli._render import status_text
 from hyperscan.data import FIT_BASIS, closure_problem, real_problem
 from hyperscan.fit import SMALL_X, FitResult, member_specs
@@ -27,9 +28,11 @@ from hyperscan.runcard import (
     parse_scan_runcard,
 )
 from hyperscan.scan import trashed
-from hyperscan.scan._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
 from hyperscan.scan._objective import Objective
-from hyperscan.scan._penalties import (
+from hyperscan.scan._status import BestTrial, StudyStatus
+from hyperscan.score import Scoring, objective_label
+from hyperscan.score._n3fit_loss import fit_quality_term, fold_loss, n3fit_value
+from hyperscan.score._penalties import (
     INTEGRABILITY_X,
     SATURATION_X,
     all_penalties,
@@ -37,7 +40,6 @@ from hyperscan.scan._penalties import (
     patience,
     saturation,
 )
-from hyperscan.scan._status import BestTrial, StudyStatus, objective_label
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -185,10 +187,10 @@ scan:
 
 
 def run_trial(monkeypatch: pytest.MonkeyPatch, objective: str) -> optuna.trial.FrozenTrial:
-    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    monkeypatch.setattr(scheduler_module, "run_fit", fake_fit)
     runcard = parse_scan_runcard(card(objective), "n3fit-objective.yml")
     study = optuna.create_study()
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     return study.trials[0]
 
 
@@ -333,9 +335,9 @@ def test_the_ensemble_metrics_of_a_t0_fit_use_the_experimental_covariance() -> N
         f"data: {{real: {real}}}\nscan: {{space: {{activation: [tanh]}}}}\n", "t0.yml"
     )
     t0 = real_problem(names)
-    objective = Objective(runcard, t0, threading.Event())
+    scoring = Scoring.of(runcard, t0)
     experimental = real_problem(names, t0=False).covmat
-    np.testing.assert_array_equal(objective.metrics_covmat, experimental)
+    np.testing.assert_array_equal(scoring.metrics_covmat, experimental)
     assert not np.allclose(t0.covmat, experimental, rtol=1e-3)
 
 
@@ -382,10 +384,10 @@ def test_penalties_a_fit_cannot_give_are_stored_as_null(monkeypatch) -> None:
         result.small_x_pdf = None
         return result
 
-    monkeypatch.setattr(objective_module, "run_fit", without_small_x)
+    monkeypatch.setattr(scheduler_module, "run_fit", without_small_x)
     runcard = parse_scan_runcard(card("{}"), "n3fit-objective.yml")
     study = optuna.create_study()
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     penalties = study.trials[0].user_attrs["penalties"]
     assert penalties["saturation"] == {"0": [None] * REPLICAS, "1": [None] * REPLICAS}
     assert study.trials[0].state == TrialState.COMPLETE  # the χ² statistic needs none of them

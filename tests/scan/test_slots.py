@@ -40,7 +40,7 @@ from _waiting import wait_for
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import _worker, open_storage
+from hyperscan.scan import _limits, open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
 from hyperscan.scan.storage import fail_stale_trials, load_study
@@ -380,7 +380,7 @@ def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch,
     )
     storage = _short_storage(tmp_path / "s.j")
     outages = fail_first_result(storage, monkeypatch)
-    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
     with caplog.at_level(logging.WARNING):
         report = run_worker("o", storage, slots=SLOTS)
     assert report.budget_reached and outages
@@ -414,7 +414,7 @@ def test_an_outage_longer_than_one_wait_strands_no_packed_trial(tmp_path, monkey
         return read(trial_id)
 
     monkeypatch.setattr(storage, "get_trial", away_a_while)
-    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (0.1, 0.1, 0.1, 0.1))
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (0.1, 0.1, 0.1, 0.1))
     with caplog.at_level(logging.WARNING):
         report = run_worker("l", storage, slots=SLOTS)
     assert report.budget_reached and outages and still_away == [0]
@@ -463,7 +463,7 @@ def test_a_packed_worker_takes_no_trial_past_its_walltime(tmp_path, monkeypatch)
     hour, so that the machine's speed cannot decide what the worker takes."""
     hour, walltime = 3600.0, 3 * 3600.0 - 1
     clock = SimpleNamespace(now=0.0)
-    monkeypatch.setattr(_worker, "time", SimpleNamespace(monotonic=lambda: clock.now))
+    monkeypatch.setattr(_limits, "time", SimpleNamespace(monotonic=lambda: clock.now))
     storage = open_storage(str(tmp_path / "s.journal"), create=True)
     create_study(scan_runcard_from_dict(scan_card(scan={"trials": 20})), storage, "wall")
     taken_at: list[float] = []

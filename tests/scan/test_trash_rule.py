@@ -5,11 +5,11 @@ Optuna's TPE ignores FAIL trials: a region where every trial fails stays "unexpl
 bad" for ever, and TPE keeps proposing it. A PRUNED trial ranks below every complete one, so
 the region lands in TPE's "bad" density and is avoided.
 
-The toy study runs hyperscan's own trial code (``Objective.__call__``: suggest, fixed runcard,
+The toy study runs hyperscan's own trial code (the worker's loop: suggest, fixed runcard,
 statistics, trash rule) with the sampler of ``make_sampler``; only the fit is replaced by a
 cheap stand-in: χ² per point = (x - 0.3)² + (y - 0.3)², and for x > 0.6 one replica diverges.
-The same objective is also run with the divergence reported as FAIL (a plain exception), as a
-naive implementation would.
+The same study is also run with a trashed trial told FAIL (its row of the endings table
+changed), as a naive implementation would.
 """
 
 from __future__ import annotations
@@ -21,17 +21,19 @@ from dataclasses import dataclass
 import numpy as np
 import optuna
 import pytest
+from _in_process import run_in_process
 from _stand_in import stand_in_result
 from optuna.trial import TrialState
 
-import hyperscan.scan._objective as objective_module
+import hyperscan.scan._scheduler as scheduler_module
 from hyperscan.data import Problem, closure_problem
 from hyperscan.fit import FitResult, member_specs
 from hyperscan.runcard import FitRuncard, ScanRuncard, parse_scan_runcard
 from hyperscan.scan import trashed
-from hyperscan.scan._ensemble_metrics import ensemble_metrics
+from hyperscan.scan._lifecycle import ENDINGS, Ending, Transition
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._worker import make_pruner, make_sampler
+from hyperscan.score._ensemble_metrics import ensemble_metrics
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 
@@ -101,22 +103,8 @@ def fake_fit(
     )
 
 
-class Diverged(Exception):
-    """What a naive objective raises for a diverged trial: Optuna records it as FAIL."""
-
-
-def as_fail(objective: Objective):
-    """The same trial code, but a trashed trial ends FAIL instead of PRUNED."""
-
-    def run(trial: optuna.Trial) -> float:
-        try:
-            return objective(trial)
-        except optuna.TrialPruned:
-            if trashed(trial) is not None:
-                raise Diverged(trashed(trial)) from None
-            raise
-
-    return run
+#: What a naive objective does with a diverged trial: it fails it (FAIL), and TPE ignores it.
+TRASHED_AS_FAIL = Transition(TrialState.FAIL, requeued=False, recorded=True)
 
 
 def scan_runcard(seed: int) -> ScanRuncard:
@@ -142,18 +130,17 @@ def run_study(mode: str, seed: int) -> Run:
     runcard = scan_runcard(seed)
     objective = Objective(runcard, PROBLEM, threading.Event())
     study = optuna.create_study(sampler=make_sampler(runcard, salt=seed))
-    study.optimize(
-        objective if mode == "pruned" else as_fail(objective),
-        n_trials=TRIALS,
-        catch=(Diverged,),
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        if mode == "fail":  # the same trial code, but a trashed trial ends FAIL
+            patch.setitem(ENDINGS, Ending.TRASHED, TRASHED_AS_FAIL)
+        run_in_process(study, objective, TRIALS)
     return Run(mode, seed, study)
 
 
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[tuple[str, int], Run]]:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(objective_module, "run_fit", fake_fit)
+        patch.setattr(scheduler_module, "run_fit", fake_fit)
         yield {(mode, seed): run_study(mode, seed) for mode in ("fail", "pruned") for seed in SEEDS}
 
 
@@ -255,7 +242,7 @@ def test_a_tolerated_divergence_with_non_finite_chi2_does_not_end_fail(
     ignores (the very problem of decision 4). The statistic keeps the NaN, so the trial is
     trashed (PRUNED, with its reason, as the README's trash rule says); it is never the best.
     """
-    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    monkeypatch.setattr(scheduler_module, "run_fit", fake_fit)
     runcard = parse_scan_runcard(
         CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 1"), "toy-scan.yml"
     )
@@ -263,7 +250,7 @@ def test_a_tolerated_divergence_with_non_finite_chi2_does_not_end_fail(
     study = optuna.create_study(sampler=make_sampler(runcard, salt=0))
     study.enqueue_trial({X: 0.9, Y: 0.3})  # one replica diverges, χ² NaN
     study.enqueue_trial({X: 0.5, Y: 0.3})  # fine: 0.04 · 1.01
-    study.optimize(objective, n_trials=2)
+    run_in_process(study, objective, 2)
     diverging, fine = study.trials
     assert fine.state == TrialState.COMPLETE
     assert fine.value == pytest.approx(0.0404)
@@ -285,13 +272,13 @@ def test_pos_veto_replicas_trash_a_trial_only_past_max_pos_veto(
         result.best_epoch[1] = -1
         return result
 
-    monkeypatch.setattr(objective_module, "run_fit", one_vetoed)
+    monkeypatch.setattr(scheduler_module, "run_fit", one_vetoed)
     limit = "" if max_pos_veto is None else f", max_pos_veto: {max_pos_veto}"
     card = CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 0" + limit)
     runcard = parse_scan_runcard(card, "toy-scan.yml")
     study = optuna.create_study()
     study.enqueue_trial({X: 0.5, Y: 0.3})
-    study.optimize(Objective(runcard, PROBLEM, threading.Event()), n_trials=1)
+    run_in_process(study, Objective(runcard, PROBLEM, threading.Event()))
     (trial,) = study.trials
     assert trial.user_attrs["fit"]["pos_veto"] == 1
     if max_pos_veto == 0:
@@ -317,12 +304,12 @@ def test_interrupted_members_are_not_pos_veto(monkeypatch: pytest.MonkeyPatch) -
         result.interrupted = True
         return result
 
-    monkeypatch.setattr(objective_module, "run_fit", cut_short)
+    monkeypatch.setattr(scheduler_module, "run_fit", cut_short)
     card = CARD.replace("SEED", "0").replace("max_diverged: 0", "max_diverged: 0, max_pos_veto: 0")
     study = optuna.create_study()
     study.enqueue_trial({X: 0.5, Y: 0.3})
-    study.optimize(
-        Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event()), 1
+    run_in_process(
+        study, Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event())
     )
     (trial,) = study.trials
     assert trial.user_attrs["fit"]["pos_veto"] == 0
@@ -348,8 +335,8 @@ scan:
     study = optuna.create_study()
     study.enqueue_trial({"positivity.initial": 5.0e4, "positivity.max": 2000.0})
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(objective_module, "run_fit", fake_fit)
-        study.optimize(objective, n_trials=1)
+        patch.setattr(scheduler_module, "run_fit", fake_fit)
+        run_in_process(study, objective)
     (trial,) = study.trials
     assert trial.state == TrialState.PRUNED
     assert trashed(trial).startswith("the drawn values make no valid fit runcard: ")
@@ -385,13 +372,13 @@ def test_each_fold_stores_n3fit_s_ensemble_metrics_on_its_held_out_points(
 ) -> None:
     """With k-fold, a fold's ensemble metrics are its own members' on its held-out datasets,
     with their covariance block (TOY_HERA_CC_F2WP lies between the two datasets of fold 1)."""
-    monkeypatch.setattr(objective_module, "run_fit", fake_fit)
+    monkeypatch.setattr(scheduler_module, "run_fit", fake_fit)
     folds = [["TOY_HERA_CC_F2WP"], ["TOY_HERA_NC_F2P", "TOY_NUTEV_XF3WP"]]
     card = CARD.replace("SEED", "0") + f"  folds: {folds}\n  objective: {{chi2: validation}}\n"
     study = optuna.create_study()
     study.enqueue_trial({X: 0.5, Y: 0.3})
-    study.optimize(
-        Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event()), 1
+    run_in_process(
+        study, Objective(parse_scan_runcard(card, "toy-scan.yml"), PROBLEM, threading.Event())
     )
     (trial,) = study.trials
     ensemble = trial.user_attrs["ensemble"]

@@ -12,6 +12,7 @@ import warnings
 
 import optuna
 import pytest
+from _in_process import run_in_process
 from _service import dropped_connection, fail_first_result
 from click.testing import CliRunner
 from optuna.exceptions import UpdateFinishedTrialError
@@ -25,7 +26,7 @@ from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
     ScanError,
     StorageError,
-    _objective,
+    _limits,
     _scheduler,
     _worker,
     open_storage,
@@ -33,7 +34,7 @@ from hyperscan.scan import (
 )
 from hyperscan.scan._copy import copy_study
 from hyperscan.scan._local import start_workers, started_record, supervise
-from hyperscan.scan._objective import Objective, WorkerStopping
+from hyperscan.scan._objective import Objective
 from hyperscan.scan._status import study_status
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR, create_study, open_study
 from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued
@@ -84,7 +85,7 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
     results are computed, cut nothing short: the trial is recorded, not fitted again."""
     runcard = scan_runcard_from_dict(TINY_SCAN)
     stop = threading.Event()
-    real_fit = _objective.run_fit
+    real_fit = _scheduler.run_fit
 
     def signalled_fit(card, *, on_sync, **kwargs):
         def sync(report):
@@ -96,10 +97,10 @@ def test_only_a_stop_that_cuts_the_fit_short_requeues_the_trial(monkeypatch, whe
         stop.set()
         return result
 
-    monkeypatch.setattr(_objective, "run_fit", signalled_fit)
+    monkeypatch.setattr(_scheduler, "run_fit", signalled_fit)
     study = optuna.create_study()
     objective = Objective(runcard, load_problem(runcard.fit), stop)
-    study.optimize(objective, n_trials=1, catch=(WorkerStopping,))
+    run_in_process(study, objective)
     trial = study.trials[0]
     if kept:
         assert trial.state == TrialState.COMPLETE and not requeued(trial)
@@ -138,7 +139,7 @@ def test_a_storage_outage_mid_trial_costs_the_trial_not_the_worker(tmp_path, mon
     )
     storage = _storage(tmp_path / "s.journal")
     outages = fail_first_result(storage, monkeypatch)
-    monkeypatch.setattr(_worker, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (1,))  # < the grace period
     with caplog.at_level(logging.WARNING):
         report = run_worker("o", storage)
     assert report.budget_reached and outages

@@ -13,7 +13,7 @@ from hyperscan.report._study.tables import _fmt, escape, html_table
 from hyperscan.report._study.trials import Trials
 from hyperscan.report._style import STATE_COLOURS, data_uri, new_figure, wants_log
 from hyperscan.runcard import ScanRuncard
-from hyperscan.scan import objective_label
+from hyperscan.score import objective_label
 
 _FRONT = "#ff7f0e"
 

@@ -17,15 +17,9 @@ import optuna
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from hyperscan.runcard import RuncardError, ScanRuncard, parse_scan_runcard
-from hyperscan.scan import (
-    CLOSURE_ESTIMATORS,
-    RUNCARD_ATTR,
-    last_report,
-    objective_label,
-    retries,
-    trashed,
-)
+from hyperscan.runcard import LOSSES, RuncardError, ScanRuncard, parse_scan_runcard
+from hyperscan.scan import RUNCARD_ATTR, last_report, retries, trashed
+from hyperscan.score import CLOSURE_ESTIMATORS, objective_label
 
 #: The ensemble figures of merit a report shows per trial, by their key in the trial's
 #: ``ensemble`` and ``closure`` attributes: a label, and the ideal value where there is one.
@@ -36,18 +30,6 @@ MERITS: dict[str, tuple[str, float | None]] = {
     "variance": ("variance", None),
     "rbv": ("R_bv", 1.0),
     "xi1sigma": ("ξ₁σ", math.erf(1.0 / math.sqrt(2.0))),
-}
-
-#: The axis label of each loss but hyperscan's χ² statistic (docs/objectives.md).
-_LOSS_LABELS = {
-    "chi2": "n3fit χ² loss",
-    "phi2": "1 / φ (n3fit phi2 loss)",
-    "logp": "n3fit logp loss",
-    "chi2p": "n3fit χ²p loss",
-    "bias": "closure bias",
-    "variance": "closure variance",
-    "rbv": "|log R_bv|",
-    "xi1sigma": "|ξ₁σ − 0.683|",
 }
 
 
@@ -187,7 +169,7 @@ def objective_text(card: ScanRuncard | None) -> tuple[str, str]:
         label = objective_label(first, len(card.scan.folds))
         return f"the first objective, {first.name} ({first.direction}): {label}", first.name
     if objective.loss != "statistic":
-        return objective_label(objective, len(card.scan.folds)), _LOSS_LABELS[objective.loss]
+        return objective_label(objective, len(card.scan.folds)), LOSSES[objective.loss].axis
     statistic = {
         "mean": "mean",
         "median": "median",

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from hyperscan.scan._ensemble_metrics import (
+from hyperscan.score._ensemble_metrics import (
     best_replicas,
     ensemble_metrics,
     fold_record,

@@ -16,7 +16,7 @@ import pytest
 
 from hyperscan.fit import MemberSpec, member_specs
 from hyperscan.runcard import ObjectiveSection, load_scan_runcard
-from hyperscan.scan._statistics import (
+from hyperscan.score._statistics import (
     all_statistics,
     fold_statistic,
     replica_statistic,

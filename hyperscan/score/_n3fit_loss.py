@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from hyperscan.runcard import ObjectiveSection
-from hyperscan.scan._ensemble_metrics import n3fit_chi2_loss
-from hyperscan.scan._statistics import fold_statistic
+from hyperscan.score._ensemble_metrics import n3fit_chi2_loss
+from hyperscan.score._statistics import fold_statistic
 
 #: n3fit's replica statistics (``average_best`` is the average in 4.1.5: it is handed the
 #: best replicas already).

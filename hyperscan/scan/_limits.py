@@ -1,0 +1,158 @@
+"""What ends a worker: its study's budget, its own trial count and timeout, a batch job's
+walltime, a signal, and storage outages past the retry schedule; held in one object that the
+trial loop asks before each trial and tells after each."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hyperscan.scan._status import finished_trials
+from hyperscan.scan._study import stored_budget
+from hyperscan.scan._trial_attrs import requeued as was_requeued
+from hyperscan.scan._worker_report import WorkerReport
+from hyperscan.scan.storage import STORAGE_RETRY_WAITS, describe_error, transient_error
+
+_logger = logging.getLogger(__name__)
+
+
+def trial_seconds(trials: Iterable[FrozenTrial]) -> list[float]:
+    """Wall-clock durations of the COMPLETE trials among ``trials`` (pruned ones end early)."""
+    return [
+        (trial.datetime_complete - trial.datetime_start).total_seconds()
+        for trial in trials
+        if trial.state == TrialState.COMPLETE
+        and trial.datetime_start is not None
+        and trial.datetime_complete is not None
+    ]
+
+
+def expected_trial_seconds(own: list[float], study: list[float]) -> float | None:
+    """The median duration of a complete trial: this worker's own if it completed any (its
+    hardware), else the study's; None before any trial of the study completed."""
+    durations = own or study
+    return statistics.median(durations) if durations else None
+
+
+def trial_fits(seconds_left: float, expected: float | None) -> bool:
+    """Whether to take another trial with ``seconds_left`` of walltime."""
+    return seconds_left > 0 and (expected is None or expected <= seconds_left)
+
+
+class WorkerLimits:
+    """A worker's limits and its counts of the trials it ended.
+
+    ``budget``: the study's trials, finished ones counted (re-read from the study, which may
+    raise or lower it while the worker runs); ``n_trials``, ``timeout``: this worker's own;
+    ``stop_after`` (seconds from now, a batch job's walltime): take no trial not expected to
+    end in the time left;
+    ``stop``: set by a signal; ``url``: the storage, as errors name it.
+    """
+
+    def __init__(
+        self,
+        study: optuna.Study,
+        budget: int,
+        stop: threading.Event,
+        *,
+        n_trials: int | None = None,
+        timeout: float | None = None,
+        stop_after: float | None = None,
+        url: str = "",
+        on_trial: Callable[[FrozenTrial], None] | None = None,
+    ) -> None:
+        self.study = study
+        self.budget = budget
+        self.stop = stop
+        self.n_trials = n_trials
+        self.timeout = timeout
+        self.started = time.monotonic()
+        self.deadline = None if stop_after is None else self.started + stop_after
+        self.url = url
+        self.on_trial = on_trial
+        self.done = 0  # trials this worker ended, re-queued and dropped ones included
+        self.requeued = 0
+        self.own: list[float] = []  # durations of this worker's complete trials
+        self.walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
+        self.storage_errors = 0  # consecutive ones, since the last trial that ended
+
+    def out_of_walltime(self) -> bool:
+        """Whether the next trial is not expected to end before the deadline."""
+        if self.deadline is None:
+            return False
+        left = self.deadline - time.monotonic()
+        study = [] if self.own else trial_seconds(self.study.get_trials(deepcopy=False))
+        expected = expected_trial_seconds(self.own, study)
+        if trial_fits(left, expected):
+            return False
+        self.walltime.update(expected=expected, left=max(left, 0.0))
+        return True
+
+    def may_take(self, in_flight: int) -> bool:
+        """Whether to take another trial, with ``in_flight`` trials running."""
+        return not (
+            self.stop.is_set()
+            or (self.n_trials is not None and self.done + in_flight >= self.n_trials)
+            or (self.timeout is not None and time.monotonic() - self.started >= self.timeout)
+            or self.out_of_walltime()
+        )
+
+    def room_for_one(self, taken: int) -> bool:
+        """The budget's gate, asked as a trial is taken under the storage's lock: finished and
+        running trials count, so parallel workers stop at the budget, not past it."""
+        return taken < (stored_budget(self.study) or self.budget)
+
+    def budget_spent(self) -> bool:
+        self.budget = stored_budget(self.study) or self.budget
+        return finished_trials(self.study) >= self.budget
+
+    def told(self, trial: FrozenTrial) -> bool:
+        """Count a trial this worker told the study; whether to take no more."""
+        self.done += 1
+        self.requeued += was_requeued(trial)
+        self.storage_errors = 0
+        self.own.extend(trial_seconds([trial]))
+        if self.on_trial is not None:
+            self.on_trial(trial)
+        ended = self.stop.is_set() or self.out_of_walltime()
+        return ended | self.budget_spent()  # counted first, whatever the storage
+
+    def dropped(self) -> None:
+        """Count a trial another worker failed as stale (its result dropped)."""
+        _logger.warning(
+            "trial result dropped: another worker failed the trial as stale (no "
+            "heartbeat for the grace period) and re-queued it"
+        )
+        self.done += 1
+
+    def wait_out(self, error: Exception) -> None:
+        """Wait out a transient storage error (the database restarted, a connection dropped)
+        on the retry schedule; raise it, explained, once the schedule is spent, and any other
+        error as it is."""
+        if not transient_error(error):
+            raise error
+        cause = describe_error(error, self.url)
+        if self.storage_errors == len(STORAGE_RETRY_WAITS):
+            raise cause from error
+        wait = STORAGE_RETRY_WAITS[self.storage_errors]
+        self.storage_errors += 1
+        _logger.warning("%s; trying again in %d s", cause, wait)
+        self.stop.wait(wait)
+
+    def report(self, spent: bool = False) -> WorkerReport:
+        """How the worker ended; ``spent``: the budget's gate refused a trial."""
+        return WorkerReport(
+            self.done,
+            stopped_by_signal=self.stop.is_set(),
+            budget_reached=spent or finished_trials(self.study) >= self.budget,
+            walltime_reached=bool(self.walltime),
+            expected_trial_s=self.walltime.get("expected"),
+            seconds_left=self.walltime.get("left"),
+            requeued=self.requeued,
+        )
