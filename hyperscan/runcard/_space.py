@@ -42,6 +42,22 @@ from pydantic import (
     model_validator,
 )
 
+from ._architecture import Activation, Architecture
+from ._base import (
+    MAX_UNITS,
+    UNION_ERROR,
+    Bool,
+    Float,
+    Int,
+    PositiveFloat,
+    PositiveInt,
+    Str,
+    _number,
+    _Section,
+    _unique,
+    fail_at,
+)
+from ._fit import FitRuncard
 from ._load import (
     RuncardError,
     _describe,
@@ -52,24 +68,7 @@ from ._load import (
     _unwrap,
     runcard_from_dict,
 )
-from ._schema import (
-    MAX_UNITS,
-    UNION_ERROR,
-    Activation,
-    Architecture,
-    Bool,
-    FitRuncard,
-    Float,
-    Int,
-    OptimizerName,
-    PositiveFloat,
-    PositiveInt,
-    Str,
-    _number,
-    _Section,
-    _unique,
-    fail_at,
-)
+from ._training import OptimizerName
 
 __all__ = [
     "Choices",
