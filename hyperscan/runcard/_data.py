@@ -54,23 +54,13 @@ Datasets = Annotated[
 ]
 
 
-def _check_level1_fits(closure: ClosureSection | RealClosure) -> None:
-    """Several fits of level-0 data would be the same fit repeated: a mistake, not a test."""
-    if closure.fits > 1 and closure.level != 1:
-        raise rule_error(
-            f"{closure.fits} level-1 fits need level 1, got level {closure.level}", "fits"
-        )
+class _Level1(_Section):
+    """The settings both closure tests share: data made from a known truth, fluctuated or not."""
 
-
-class ClosureSection(_Section):
-    """Built-in closure-test data: pseudo-data generated from a known underlying PDF."""
-
-    size: ClosureSize = "small"
-    """Built-in closure data: `tiny` (4 datasets, 60 points), `small` (8, 300), `medium` (20, 1000),
-    `nnpdf40` (82, 4618).
-    """
     level: Annotated[Int, Field(ge=0, le=1)] = 1
-    """0: data equal the underlying (truth) predictions; 1: data fluctuated once around them."""
+    """0: data equal the underlying (truth) PDF's predictions, the toy PDF's on the real tables;
+    1: data fluctuated once around them.
+    """
     seed: Seed = 0
     """Seed of the level-1 fluctuation (shared by all replicas)."""
     fits: Annotated[Int, Field(ge=1, le=MAX_LEVEL1_FITS)] = 1
@@ -80,9 +70,31 @@ class ClosureSection(_Section):
     """
 
     @model_validator(mode="after")
-    def _fits_need_level1(self) -> ClosureSection:
-        _check_level1_fits(self)
+    def _fits_need_level1(self) -> _Level1:
+        """Several fits of level-0 data would be the same fit repeated: a mistake, not a test."""
+        if self.fits > 1 and self.level != 1:
+            raise rule_error(
+                f"{self.fits} level-1 fits need level 1, got level {self.level}", "fits"
+            )
         return self
+
+
+class _BuiltinData(_Section):
+    """``size`` in a base of its own: a model lists its bases' fields first, so that
+    :class:`ClosureSection` keeps it before the level-1 keys (in dumps and errors)."""
+
+    size: ClosureSize = "small"
+    """Built-in closure data: `tiny` (4 datasets, 60 points), `small` (8, 300), `medium` (20, 1000),
+    `nnpdf40` (82, 4618).
+    """
+
+
+class ClosureSection(_Level1, _BuiltinData):
+    """Built-in closure-test data: pseudo-data generated from a known underlying PDF."""
+
+
+class RealClosure(_Level1):
+    """Closure test on the real FK tables: data replaced by toy-PDF predictions."""
 
 
 def _shipped_problems(entry: RealDatasetEntry) -> list[tuple[tuple[str, ...], str]]:
@@ -121,25 +133,6 @@ def _all_real_datasets() -> tuple[RealDatasetEntry, ...]:
 def _unique_real(values: tuple[RealDatasetEntry, ...]) -> tuple[RealDatasetEntry, ...]:
     _unique(tuple(v.dataset for v in values))
     return values
-
-
-class RealClosure(_Section):
-    """Closure test on the real FK tables: data replaced by toy-PDF predictions."""
-
-    level: Annotated[Int, Field(ge=0, le=1)] = 1
-    """0: data equal the toy-PDF predictions; 1: data fluctuated once around them."""
-    seed: Seed = 0
-    """Seed of the level-1 fluctuation."""
-    fits: Annotated[Int, Field(ge=1, le=MAX_LEVEL1_FITS)] = 1
-    """Level-1 fits in one fit (validphys' multiclosure): their data are fluctuated with seeds
-    `seed`, `seed`+1, …, and the members are fits × (folds ×) replicas, each fitting its own fit's
-    data; needs `level: 1`. A scan trial's closure figures average over the fits.
-    """
-
-    @model_validator(mode="after")
-    def _fits_need_level1(self) -> RealClosure:
-        _check_level1_fits(self)
-        return self
 
 
 class RealSection(_Section):
