@@ -8,6 +8,7 @@ project, and any tool, can read a runcard cheaply.
 from ._architecture import FLAVOURS, Architecture, FlavourPreprocessing
 from ._base import MAX_THREADS
 from ._data import DEFAULT_Q2MIN, DEFAULT_W2MIN, ClosureSection, DataSection
+from ._distributions import Choices, Distribution, Range
 from ._fit import FitRuncard
 from ._load import (
     RuncardError,
@@ -18,6 +19,7 @@ from ._load import (
     runcard_from_dict,
 )
 from ._methodologies import MEMBER_KEYS, Methodology
+from ._points import Dimension, NotInSpace, with_settings
 from ._replicas import Seeds
 from ._scan import (
     CLOSURE_LOSSES,
@@ -35,16 +37,7 @@ from ._scan import (
     parse_scan_runcard,
     scan_runcard_from_dict,
 )
-from ._space import (
-    Choices,
-    Dimension,
-    Distribution,
-    NotInSpace,
-    OptimizerSpace,
-    Range,
-    Space,
-    with_settings,
-)
+from ._space import OptimizerSpace, Space
 from ._training import (
     LAMBDA_UPDATE_INTERVAL,
     DivergenceSection,
