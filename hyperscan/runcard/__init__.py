@@ -5,6 +5,11 @@ This package imports nothing else from hyperscan (nor numpy or TensorFlow), so a
 project, and any tool, can read a runcard cheaply.
 """
 
+from ._architecture import FLAVOURS, Architecture, FlavourPreprocessing
+from ._base import MAX_THREADS
+from ._data import DEFAULT_Q2MIN, DEFAULT_W2MIN, ClosureSection, DataSection
+from ._distributions import Choices, Distribution, Range
+from ._fit import FitRuncard
 from ._load import (
     RuncardError,
     dump_runcard,
@@ -13,6 +18,9 @@ from ._load import (
     read_value,
     runcard_from_dict,
 )
+from ._methodologies import MEMBER_KEYS, Methodology
+from ._points import Dimension, NotInSpace, with_settings
+from ._replicas import Seeds
 from ._scan import (
     CLOSURE_LOSSES,
     LOSSES,
@@ -30,35 +38,14 @@ from ._scan import (
     parse_scan_runcard,
     scan_runcard_from_dict,
 )
-from ._schema import (
-    DEFAULT_Q2MIN,
-    DEFAULT_W2MIN,
-    FLAVOURS,
+from ._space import OptimizerSpace, Space
+from ._training import (
     LAMBDA_UPDATE_INTERVAL,
-    MAX_THREADS,
-    MEMBER_KEYS,
-    Architecture,
-    ClosureSection,
-    DataSection,
     DivergenceSection,
-    FitRuncard,
-    FlavourPreprocessing,
-    Methodology,
     OptimizerSection,
     PositivitySection,
-    Seeds,
     Stopping,
     TrainingSection,
-)
-from ._space import (
-    Choices,
-    Dimension,
-    Distribution,
-    NotInSpace,
-    OptimizerSpace,
-    Range,
-    Space,
-    with_settings,
 )
 
 __all__ = [

@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, Tag, ValidationError
 
-from ._schema import RULE_ERROR, UNION_ERROR, FitRuncard, Inlined, _number
+from ._base import RULE_ERROR, UNION_ERROR, Inlined, _number
+from ._fit import FitRuncard
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -27,23 +27,21 @@ from pydantic import (
     model_validator,
 )
 
-from ._load import _load, _parse, _parse_yaml, _read, _validate
-from ._schema import (
+from ._base import (
     MAX_REPLICAS,
-    FitRuncard,
     Float,
-    Fold,
     Inlined,
     Int,
     PositiveFloat,
     PositiveInt,
     Seed,
     _Section,
-    check_disjoint_folds,
     fail_at,
-    folds_outside,
     rule_error,
 )
+from ._fit import FitRuncard
+from ._load import _load, _parse, _parse_yaml, _read, _validate
+from ._replicas import Fold, check_disjoint_folds, folds_outside
 from ._space import Space
 
 __all__ = [

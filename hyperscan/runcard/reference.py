@@ -17,10 +17,13 @@ import yaml
 from pydantic import BaseModel, TypeAdapter
 from pydantic.fields import FieldInfo
 
+from ._base import _number
+from ._distributions import Choices, Range
+from ._fit import FitRuncard
 from ._load import _Dumper, _is_model, _unwrap
+from ._methodologies import MEMBER_KEYS, Methodology
 from ._scan import ScanRuncard, ScanSection
-from ._schema import MEMBER_KEYS, FitRuncard, Methodology, _number
-from ._space import Choices, Range, _fit_settings, _fixed_reason, _scalar_settings
+from ._searchable import _fit_settings, _fixed_reason, _scalar_settings
 
 __all__ = ["COMMAND", "documents", "json_schema", "markdown", "write"]
 

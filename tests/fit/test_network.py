@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from hyperscan.model import ACTIVATIONS
 from hyperscan.model._network import forward, initial_weights, network_features
-from hyperscan.runcard._schema import Activation, Initializer
+from hyperscan.runcard._architecture import Activation, Initializer
 
 
 def _perceptron(weights: list[np.ndarray], features: np.ndarray, activations) -> np.ndarray:
