@@ -15,9 +15,9 @@ from pathlib import Path
 import hyperscan
 
 LAYERS = ("runcard", "data", "model", "fit", "score", "scan", "report", "cli")
-# Shared by every layer: the version and the file-permission helper (never the top package,
-# which loads the API of the later layers).
-COMMON = ("hyperscan._version", "hyperscan._files")
+# Shared by every layer: the version, the file-permission helper and TensorFlow's quiet import
+# (never the top package, which loads the API of the later layers).
+COMMON = ("hyperscan._version", "hyperscan._files", "hyperscan._tensorflow")
 ROOT = Path(hyperscan.__file__).parent
 
 

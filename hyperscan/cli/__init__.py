@@ -1,6 +1,6 @@
 """The `hyperscan` command line (thin: parsing, messages, exit codes)."""
 
+from hyperscan._tensorflow import configure_tensorflow
 from hyperscan.cli._main import main
-from hyperscan.cli._tensorflow import configure_tensorflow
 
 __all__ = ["configure_tensorflow", "main"]

@@ -48,23 +48,19 @@ class Seconds(click.FloatRange):
 
 
 class Slots(click.ParamType):
-    """A worker's trial slots: a whole number ≥ 1, or ``auto`` (as many as the device holds)."""
+    """A worker's trial slots (``hyperscan.runcard.checked_slots``)."""
 
     name = "slots"
 
     def convert(
         self, value: object, param: click.Parameter | None, ctx: click.Context | None
     ) -> int | str:
-        if value == "auto" or isinstance(value, int):
-            count = value
-        else:
-            try:
-                count = int(str(value))
-            except ValueError:
-                self.fail(f"{value!r} is neither a whole number of slots nor 'auto'", param, ctx)
-        if isinstance(count, int) and count < 1:
-            self.fail(f"{count}: a worker fits at least 1 trial at a time (or 'auto')", param, ctx)
-        return count
+        from hyperscan.runcard import checked_slots
+
+        try:
+            return checked_slots(value)
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
 
 
 def slots_option(help: str) -> OptionDecorator:
@@ -155,6 +151,16 @@ def fail(message: str) -> NoReturn:
     """A user mistake: one clear message, exit code 2, no traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(USAGE_ERROR)
+
+
+def configure_or_fail(device: str = "auto", threads: int | None = None) -> str:
+    """`configure_tensorflow`, with an unknown device or a bad thread count as a message."""
+    from hyperscan._tensorflow import configure_tensorflow
+
+    try:
+        return configure_tensorflow(device, threads)
+    except ValueError as error:
+        fail(str(error))
 
 
 @contextmanager

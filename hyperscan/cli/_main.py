@@ -16,6 +16,7 @@ from hyperscan.cli._common import (
     INTERRUPTED,
     check_keeps_runcard,
     check_target,
+    configure_or_fail,
     fail,
     folder_path,
     runcard_argument,
@@ -23,7 +24,6 @@ from hyperscan.cli._common import (
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, worker
 from hyperscan.cli._study import study
-from hyperscan.cli._tensorflow import configure_or_fail
 
 
 class _Commands(click.Group):

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -20,6 +20,7 @@ from hyperscan.cli._common import (
     check_folder_exists,
     check_not_an_input,
     check_target,
+    configure_or_fail,
     fail,
     file_path,
     force_option,
@@ -42,7 +43,9 @@ from hyperscan.cli._render import (
     trial_start_line,
 )
 from hyperscan.cli._study import load_scan_runcard
-from hyperscan.cli._tensorflow import configure_or_fail
+
+if TYPE_CHECKING:
+    from hyperscan.runcard import Slots
 
 #: Said by a one-slot worker on a GPU: there XLA compiles a model for 20-40 s (an H200,
 #: docs/performance.md), most of a short trial, and one slot compiles one per trial.
@@ -112,7 +115,7 @@ def worker(
     heartbeat_interval: int,
     grace_period: int,
     quiet: bool,
-    slots: int | str,
+    slots: Slots,
     sampler_salt: int | None,
 ) -> None:
     """Take trials of a study until its budget is spent (needs only the name and storage).
@@ -451,7 +454,7 @@ def scan(
     storage: str | None,
     name: str | None,
     output: Path | None,
-    slots: int | str,
+    slots: Slots,
 ) -> None:
     """Run a whole scan on this machine: create the study, run workers, export the best.
 

@@ -38,6 +38,7 @@ from ._scan import (
     parse_scan_runcard,
     scan_runcard_from_dict,
 )
+from ._slots import Slots, checked_slots
 from ._space import OptimizerSpace, Space
 from ._training import (
     LAMBDA_UPDATE_INTERVAL,
@@ -83,9 +84,11 @@ __all__ = [
     "ScanRuncard",
     "ScanSection",
     "Seeds",
+    "Slots",
     "Space",
     "Stopping",
     "TrainingSection",
+    "checked_slots",
     "dump_runcard",
     "load_fit_runcard",
     "load_runcard",

@@ -19,7 +19,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from hyperscan.data import Problem
-from hyperscan.runcard import ScanRuncard, load_scan_runcard
+from hyperscan.runcard import ScanRuncard, Slots, checked_slots, load_scan_runcard
 from hyperscan.scan._copy import copy_study as _copy_study
 from hyperscan.scan._copy import salvage_copy as _salvage_copy
 from hyperscan.scan._export import (
@@ -240,7 +240,7 @@ class Study:
         on_start: Callable[[TrialRecord], None] | None = None,
         on_trial: Callable[[TrialRecord], None] | None = None,
         sampler_salt: int | None = None,
-        slots: int = 1,
+        slots: Slots = 1,
     ) -> WorkerReport:
         """Take trials in this process until the budget is spent, ``n_trials`` ended,
         ``timeout`` s passed, or a signal (SIGTERM, Ctrl-C: the running trials are re-queued).
@@ -248,13 +248,16 @@ class Study:
         ``stop_after`` (s, a batch job's walltime): take no trial not expected to end in the
         time left. ``on_start`` is told of each trial with its drawn values as its fit starts,
         ``on_trial`` of each as it ends. ``slots`` > 1 fits that many trials at once in one
-        model, each told as it ends and its slot refilled (see :meth:`auto_slots`); more than
-        the device's memory holds is a :class:`ScanError`. Imports TensorFlow: configure it
-        before, if need be.
+        model, each told as it ends and its slot refilled; ``"auto"``: :meth:`auto_slots`;
+        more than the device's memory holds is a :class:`ScanError`. Imports TensorFlow:
+        configure it before, if need be.
         """
+        slots = checked_slots(slots)
         from hyperscan.fit import max_slots
         from hyperscan.scan._worker import run_worker  # TensorFlow: only now
 
+        if slots == "auto":
+            slots = self.auto_slots()
         if slots > 1 and slots > (most := max_slots(self.runcard.trial_base, self._data())):
             raise ScanError(
                 f"{slots} trial slots would not fit in this device's memory: it holds "
@@ -441,7 +444,7 @@ class ScanPlan:
     workers: int  # started: at most one per core and per trial left
     trials_left: int
     level1_fits: int = 1  # closure ``fits``: members = fits × folds × replicas
-    slots: int | str = 1  # trials each worker fits at once (an int, or "auto")
+    slots: Slots = 1  # trials each worker fits at once
 
 
 @dataclass(frozen=True)
@@ -464,7 +467,7 @@ def run_scan(
     name: str | None = None,
     *,
     workers: int = 2,
-    slots: int | str = 1,
+    slots: Slots = 1,
     on_event: Callable[[ScanPlan | ScanEvent], None] | None = None,
 ) -> ScanResult:
     """A whole scan on this machine: create the study (or resume it), fail the trials of
@@ -477,6 +480,7 @@ def run_scan(
     re-queued); the result says so, and the same call resumes the study.
     """
     tell = on_event or (lambda event: None)
+    slots = checked_slots(slots)
     card, source = _scan_runcard(runcard)
     study = _create(card, source, storage, name)
     cores = usable_cores()

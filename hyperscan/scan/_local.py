@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
+from hyperscan._tensorflow import configure_tensorflow
+from hyperscan.runcard import Slots
 from hyperscan.scan._trial_attrs import repeated, requeued, trashed
 from hyperscan.scan.storage import (
-    STORAGE_ENV,
     describe_error,
-    resolve_url,
     transient_error,
     trial_id,
 )
 
 POLL_SECONDS = 1.0
+#: The workers' heartbeat settings from the environment, as `hyperscan worker` takes them.
+WORKER_TIMING_ENV = {
+    "heartbeat_interval": "HYPERSCAN_HEARTBEAT_INTERVAL",
+    "grace_period": "HYPERSCAN_GRACE_PERIOD",
+}
 
 
 @dataclass(frozen=True)
@@ -93,28 +99,57 @@ def usable_cores() -> int:
 
 
 def start_workers(
-    study: str, url: str, workers: int, threads: int | None = None, slots: int | str = 1
-) -> list[subprocess.Popen]:
-    """Worker processes sharing the cores, unless the runcard pins their ``threads``; the URL
-    travels in the environment, not argv. Numbered: worker k salts the sampler seed with k, so
-    a scan with one worker draws the same trials when run again. Each fits ``slots`` trials at
-    once (an int, or "auto").
+    study: str, url: str, workers: int, threads: int | None = None, slots: Slots = 1
+) -> list[BaseProcess]:
+    """Worker processes sharing the cores, unless the runcard pins their ``threads``, each
+    running :func:`worker_process`. Numbered: worker k salts the sampler seed with k, so a
+    scan with one worker draws the same trials when run again. Each fits ``slots`` trials at
+    once.
 
-    ``-P``: the workers import hyperscan as the ``hyperscan`` command does, not from the working
-    folder, which ``-m`` would put first on sys.path: a scan run in a checkout (or any folder
-    holding a ``hyperscan`` package) would fit its trials with that code, not the installed one."""
+    Spawned, not forked: each worker imports TensorFlow itself, configured for its share of
+    the cores, and imports hyperscan from the caller's own ``sys.path``, never from the
+    working folder (a checkout of another version there would fit the trials otherwise). The
+    URL travels through the process's pipe, not argv."""
     threads = threads or max(1, usable_cores() // workers)
-    env = {**os.environ, STORAGE_ENV: resolve_url(url)}
-    command = [sys.executable, "-P", "-m", "hyperscan", "worker", "--study", study]
-    command += ["--threads", str(threads), "--slots", str(slots), "--quiet"]
-    return [
-        subprocess.Popen([*command, "--sampler-salt", str(k)], env=env, stdout=subprocess.DEVNULL)
+    spawn = multiprocessing.get_context("spawn")
+    processes = [
+        spawn.Process(
+            target=worker_process, args=(study, url, threads, slots, k), name=f"worker {k}"
+        )
         for k in range(workers)
     ]
+    for process in processes:
+        process.start()
+    return processes
+
+
+def worker_process(study: str, url: str, threads: int, slots: Slots, salt: int) -> None:
+    """One worker of `hyperscan scan`, in a process of its own: TensorFlow configured, the
+    study opened and worked until its budget or a signal (SIGTERM while it starts ends it,
+    exit 0). A mistake in the study or the storage exits 2 with its message in one line."""
+    from hyperscan.scan._api import ScanError, StorageError, open_study
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        configure_tensorflow(threads=threads)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        # as `hyperscan worker` reads them, for a scan's workers to match a cluster's
+        timing = {
+            key: int(os.environ[variable])
+            for key, variable in WORKER_TIMING_ENV.items()
+            if os.environ.get(variable)
+        }
+        handle = open_study(study, url, wait=True, **timing)
+        handle.run_worker(sampler_salt=salt, slots=slots)
+    except KeyboardInterrupt:
+        return
+    except (ScanError, StorageError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
 
 
 def supervise(
-    processes: list[subprocess.Popen],
+    processes: list[BaseProcess],
     study: optuna.Study,
     on_event: Callable[[ScanEvent], None],
     url: str,
@@ -158,16 +193,16 @@ def supervise(
                     elif trial.state.is_finished() and trial.number not in shown:
                         shown.add(trial.number)
                         on_event(ScanEvent("trial ended", trial_record(trial)))
-                if all(p.poll() is not None for p in processes):
-                    return [p.returncode for p in processes], stopping
+                if not any(p.is_alive() for p in processes):
+                    return [p.exitcode for p in processes], stopping
                 time.sleep(POLL_SECONDS)
             except KeyboardInterrupt:
                 if not stopping:
                     on_event(ScanEvent("stopping"))
                     stopping = True
                     for process in processes:
-                        if process.poll() is None:
-                            process.send_signal(signal.SIGTERM)
+                        if process.is_alive():
+                            process.terminate()  # SIGTERM
     finally:
         signal.signal(signal.SIGTERM, previous)
 

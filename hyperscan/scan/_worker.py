@@ -120,8 +120,6 @@ def run_worker(
     a trial is told as soon as it ends, and its slot refilled. `problem`: the study's data, if
     the caller built them already (:func:`study_problem`).
     """
-    if slots < 1:
-        raise ValueError(f"slots must be at least 1, not {slots}")
     url = storage_url(storage)
     with explained_storage_errors(storage):
         if setup is None:

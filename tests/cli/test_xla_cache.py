@@ -9,7 +9,7 @@ import sys
 
 import yaml
 
-from hyperscan.cli._tensorflow import (
+from hyperscan._tensorflow import (
     XLA_CACHE_FLAG,
     cpu_description,
     machine_key,
@@ -60,7 +60,7 @@ def _entries(cache) -> dict[str, tuple[int, int]]:
 
 
 def test_the_users_own_cache_setting_wins(tmp_path, monkeypatch):
-    from hyperscan.cli import _tensorflow
+    from hyperscan import _tensorflow
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("TF_XLA_FLAGS", f"{XLA_CACHE_FLAG}=/elsewhere")

@@ -4,11 +4,11 @@ still ran, a storage outage mid-trial, dead workers' trials in a study whose bud
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
+import multiprocessing
 import threading
 import time
 import warnings
+from multiprocessing.process import BaseProcess
 
 import optuna
 import pytest
@@ -124,6 +124,13 @@ def test_a_bug_in_the_fit_ends_the_worker_with_its_error(tmp_path, monkeypatch):
     monkeypatch.setattr(_scheduler, "run_fit", bug)
     with pytest.raises(RuntimeError, match="a bug in the fit"):
         run_worker("bug", open_storage(str(tmp_path / "study.journal")))
+
+
+def stand_in_worker(seconds: float) -> BaseProcess:
+    """A process that stands in for a scan's worker, as `start_workers` starts them."""
+    worker = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(seconds,))
+    worker.start()
+    return worker
 
 
 def _storage(path, **heartbeat):
@@ -244,7 +251,8 @@ def test_scan_workers_do_not_import_hyperscan_from_the_working_folder(tmp_path, 
     (shadow / "__main__.py").write_text("import sys\nprint('shadow', file=sys.stderr)\n")
     monkeypatch.chdir(tmp_path)
     (worker,) = start_workers("s", str(tmp_path / "none.journal"), 1, threads=1)
-    assert worker.wait(timeout=120) == 2  # the real worker: no such storage
+    worker.join(timeout=120)
+    assert worker.exitcode == 2  # the real worker: no such storage
     err = capfd.readouterr().err
     assert "shadow" not in err
     assert "none.journal" in err
@@ -263,7 +271,7 @@ def test_the_scan_supervisor_waits_out_a_storage_outage():
                 raise answer
             return answer
 
-    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
+    worker = stand_in_worker(3.5)
     lines: list[str] = []
     codes, interrupted = supervise([worker], Study(), _rendered(lines), "postgresql://db/scans")
     assert (codes, interrupted) == ([0], False)
@@ -283,7 +291,7 @@ def test_the_scan_supervisor_says_when_a_trial_starts_and_when_it_ends():
         def get_trials(self, deepcopy=True):
             return answers.pop(0) if answers else [finished]
 
-    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3.5)"])
+    worker = stand_in_worker(3.5)
     lines: list[str] = []
     assert supervise([worker], Study(), _rendered(lines), "journal:///s.journal") == ([0], False)
     assert lines == [f"trial {running.number} started", f"trial {finished.number}: 2.0000 {{}}"]
@@ -301,7 +309,7 @@ def test_the_scan_supervisor_lists_only_the_trials_of_its_run():
         def get_trials(self, deepcopy=True):
             return [*earlier, new]
 
-    worker = subprocess.Popen([sys.executable, "-c", "pass"])
+    worker = stand_in_worker(0)
     lines: list[str] = []
     ended = supervise([worker], Study(), _rendered(lines), "journal:///s.journal", [0, 1, 2])
     assert ended == ([0], False)

@@ -1,4 +1,5 @@
-"""Importing TensorFlow without its start-up chatter on the user's terminal."""
+"""Importing TensorFlow without its start-up chatter on the user's terminal, pinned to a
+device and a thread count: for the CLI, the workers `hyperscan scan` starts, and scripts."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hyperscan._files import cache_root
-from hyperscan.cli._common import fail
 
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
@@ -156,11 +156,3 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> st
         names = [tf.config.experimental.get_device_details(gpu).get("device_name") for gpu in gpus]
         return ", ".join(f"GPU {first + k} ({name or 'unnamed'})" for k, name in enumerate(names))
     return f"CPU, {threads} thread{'' if threads == 1 else 's'}" if threads else "CPU, all cores"
-
-
-def configure_or_fail(device: str = "auto", threads: int | None = None) -> str:
-    """`configure_tensorflow`, with an unknown device or a bad thread count as a message."""
-    try:
-        return configure_tensorflow(device, threads)
-    except ValueError as error:
-        fail(str(error))
