@@ -35,8 +35,9 @@ from hyperscan.fit._fit import (
     trainer_settings,
     usable_starts,
 )
+from hyperscan.fit._loop import SyncReport, TrainerSettings
 from hyperscan.fit._members import architecture_shape, build_members, member_specs
-from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings
+from hyperscan.fit._trainer import Trainer
 from hyperscan.model import (
     EnsembleModel,
     MemberInputs,
