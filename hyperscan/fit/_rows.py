@@ -201,6 +201,35 @@ class MemberRows(TrainingLoop):
             state,
         )
 
+    def carry_over(self, old: MemberRows, rows: np.ndarray) -> None:
+        """Take the state of `rows` from `old`, a model at most as wide with at most this
+        one's optimiser kinds: each member's own weights, and their optimiser moments, move to
+        their places in this flat layout (its padding stays zero); the rest row for row. A
+        trial batch whose model is rebuilt carries its trials in flight over so."""
+        before, after = old.full_state(), self.full_state()
+        old_mask = old.model.shapes.gradient_mask
+        new_mask = self.model.shapes.gradient_mask
+
+        def moved(value: np.ndarray, into: np.ndarray) -> np.ndarray:
+            if value.ndim == 0:  # the batch's step
+                return value
+            into = into.copy()
+            if value.ndim == 2 and value.shape[1] == old_mask.shape[1]:  # the flat weights
+                for row in rows:
+                    into[row, new_mask[row]] = value[row, old_mask[row]]
+            else:
+                into[rows] = value[rows]
+            return into
+
+        optimizer = after.pop("optimizer")
+        for kind in before["optimizer"]:
+            optimizer[kind] = tf.nest.map_structure(
+                moved, before["optimizer"][kind], optimizer[kind]
+            )
+        before.pop("optimizer")
+        state = tf.nest.map_structure(moved, before, after)
+        self.load_state(state | {"optimizer": optimizer})
+
 
 def _steps_run(state: dict, members: np.ndarray, epochs: np.ndarray) -> int:
     """The steps `members` ran, until the last of them left (stopped, diverged, ran out of
