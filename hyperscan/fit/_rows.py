@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
+from hyperscan.data import Problem
 from hyperscan.fit._format import FINISHED, RUNNING
 from hyperscan.fit._loop import SyncReport, TrainerSettings, TrainingLoop, stored
-from hyperscan.model import EnsembleModel
+from hyperscan.model import EnsembleModel, MemberInputs, MemberShapes
 
 
 @dataclass
@@ -229,6 +230,49 @@ class MemberRows(TrainingLoop):
         before.pop("optimizer")
         state = tf.nest.map_structure(moved, before, after)
         self.load_state(state | {"optimizer": optimizer})
+
+
+class RefillableModel(EnsembleModel):
+    """A padded model whose rows new members can take without the training loop being traced
+    again: what differs between members of one split (pseudodata, preprocessing, activations
+    and skipped layers) is held in variables, which `assign_members` writes. A trial batch
+    refills its slots so (fit/_slots.py). A subclass, as it holds the model's own per-member
+    tensors, which only the model computes (`_constant`, `_member_preprocessing`)."""
+
+    def __init__(
+        self,
+        problem: Problem,
+        members: MemberInputs,
+        activations: Sequence[str],
+        dtype: tf.DType,
+        shapes: MemberShapes,
+    ) -> None:
+        super().__init__(problem, members, activations, dtype=dtype, shapes=shapes)
+        self._data = tf.Variable(self._data, trainable=False)
+        self._preprocessing = tf.Variable(self._preprocessing, trainable=False)
+        self.shapes = dataclasses.replace(
+            self.shapes,
+            activation=tf.Variable(self.shapes.activation, dtype=tf.int64, trainable=False),
+            skip=tf.Variable(self.shapes.skip, dtype=tf.int64, trainable=False),
+        )
+
+    def assign_members(self, rows: np.ndarray, members: MemberInputs, shapes: MemberShapes) -> None:
+        """Give `rows` to new members, whose χ² split must be the rows' own (the χ² plan is
+        fixed); `shapes` in this model's widths and activation names."""
+        if not np.array_equal(self._categories[rows], members.categories):
+            raise ValueError("new members must have the training/validation split of the rows")
+        if (shapes.widths, shapes.names) != (self.shapes.widths, self.shapes.names):
+            raise ValueError("new members must be padded to the model's widths and activations")
+        indices = tf.constant(rows[:, None], tf.int64)
+        self._data.scatter_nd_update(indices, self._constant(members.data))
+        self._preprocessing.scatter_nd_update(indices, self._member_preprocessing(members))
+        self.shapes.activation.scatter_nd_update(indices, shapes.activation)
+        self.shapes.skip.scatter_nd_update(indices, shapes.skip.astype(np.int64))
+        mask = self.shapes.gradient_mask.copy()
+        mask[rows] = shapes.gradient_mask
+        self.alpha, self.beta = self.alpha.copy(), self.beta.copy()
+        self.alpha[rows], self.beta[rows] = members.alpha, members.beta
+        self.shapes = dataclasses.replace(self.shapes, gradient_mask=mask)
 
 
 def _steps_run(state: dict, members: np.ndarray, epochs: np.ndarray) -> int:

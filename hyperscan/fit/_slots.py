@@ -37,7 +37,7 @@ from hyperscan.fit._fit import (
 )
 from hyperscan.fit._loop import SyncReport, TrainerSettings
 from hyperscan.fit._members import architecture_shape, build_members, member_specs
-from hyperscan.fit._rows import MemberRows
+from hyperscan.fit._rows import MemberRows, RefillableModel
 from hyperscan.model import (
     EnsembleModel,
     MemberInputs,
@@ -108,7 +108,7 @@ class TrialBatch:
         self._level1 = level1_data(runcard, problem)
         self._dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
         self._slots: list[_Slot | None] = [None] * slots
-        self._model: EnsembleModel | None = None
+        self._model: RefillableModel | None = None
         self._trainer: MemberRows | None = None
         self._kinds: tuple[str, ...] = ()
         # The first trial's own model: every later trial's shares its constants and χ² plan.
@@ -261,13 +261,13 @@ class TrialBatch:
             )
         )
         row_shapes = [slot.shape for slot, _ in rows]
-        model = EnsembleModel(
+        model = RefillableModel(
             self._problem,
             inputs,
             names[:1] * len(widths),
-            dtype=self._dtype,
-            shapes=MemberShapes.of(row_shapes, widths, names),
-        ).refillable()
+            self._dtype,
+            MemberShapes.of(row_shapes, widths, names),
+        )
         cards = [slot.card for slot, _ in rows]
         settings = trainer_settings(self._runcard, cards)
         zeros = [np.zeros((n_rows, *w.shape)) for w in zero_weights(widths)]
