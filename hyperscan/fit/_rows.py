@@ -1,6 +1,6 @@
 """Each member's row of the training state, in the model's order: rows that leave the batch
 (compaction), start afresh or freeze mid-fit (a trial batch's slots), carry over into a wider
-batch, and are read out as the members' outcome."""
+batch, and are read out as the members' outcome; and the model whose rows new members take."""
 
 from __future__ import annotations
 
@@ -40,17 +40,9 @@ class MemberRows(TrainingLoop):
     instead keeps its rows and hands them from trial to trial (`retire`, `restart`).
     """
 
-    def __init__(
-        self,
-        model: EnsembleModel,
-        settings: TrainerSettings,
-        initial_params: Sequence[np.ndarray],
-        kinds: Sequence[str] = (),
-    ) -> None:
-        # The final state of the members that left the batch, (M, ...) numpy in the model's
-        # order (the rows of the batch's members are stale); None while all are in the batch.
-        self._left: dict | None = None
-        super().__init__(model, settings, initial_params, kinds)
+    # The final state of the members that left the batch, (M, ...) numpy in the model's
+    # order (the rows of the batch's members are stale); None while all are in the batch.
+    _left: dict | None = None
 
     def parameters(self) -> list[np.ndarray]:
         """The current parameters (not the best ones) of all members, (M, ...) each."""
