@@ -170,7 +170,7 @@ def _bucket_bound(result) -> float:
     """The member-steps of a fit, as a share of R × its steps, had it moved into the
     power-of-two batch of its running members at every sync, at no cost: the most that
     compaction into `batch_size` buckets can save."""
-    from hyperscan.fit._trainer import batch_size
+    from hyperscan.fit._rows import batch_size
 
     batch = members = len(result.status)
     previous = total = 0

@@ -7,7 +7,7 @@ An ensemble of `--members` members of the `small` closure problem (2-25-20-8 tan
 patience 1.0 so that nobody stops while timed), its members' optimisers one kind, two kinds
 or three kinds (nadam, adam, rmsprop), interleaved as members drawn from a scan's trials
 would be. Members of several kinds are updated by selection (every kind's update for all
-members, each member's picked by tf.where; hyperscan/fit/_trainer.py): prints the time per
+members, each member's picked by tf.where; hyperscan/fit/_loop.py): prints the time per
 step of each mix against one kind, the fastest of `--repeats` samples of 3 calls of K = 100
 steps after a warm-up call, the mixes timed in alternation (the machines these sessions share
 are loaded by others, which only ever adds time).

@@ -44,11 +44,13 @@ if TYPE_CHECKING:
         trainer_settings,
         usable_starts,
     )
+    from hyperscan.fit._loop import SyncReport, TrainerSettings
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
+    from hyperscan.fit._rows import TrainingOutcome
     from hyperscan.fit._slots import MustFitAlone, TrialBatch, auto_slots, max_slots
-    from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings, TrainingOutcome
+    from hyperscan.fit._trainer import Trainer
 
 _TENSORFLOW = {
     "fit_runcard": "_api",
@@ -69,10 +71,10 @@ _TENSORFLOW = {
     "TrialBatch": "_slots",
     "auto_slots": "_slots",
     "max_slots": "_slots",
-    "SyncReport": "_trainer",
+    "SyncReport": "_loop",
     "Trainer": "_trainer",
-    "TrainerSettings": "_trainer",
-    "TrainingOutcome": "_trainer",
+    "TrainerSettings": "_loop",
+    "TrainingOutcome": "_rows",
 }
 
 __all__ = [

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from hyperscan.data import Problem, load_problem
 from hyperscan.fit._fit import FitResult, run_fit
-from hyperscan.fit._trainer import SyncReport
+from hyperscan.fit._loop import SyncReport
 from hyperscan.runcard import FitRuncard, RuncardError, ScanRuncard, load_runcard
 
 

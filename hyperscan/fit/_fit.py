@@ -18,6 +18,7 @@ from hyperscan.fit._format import (
     POSITIVITY_VETO,
     RUNNING,
 )
+from hyperscan.fit._loop import DIVERGENCE_REASONS, SyncReport, TrainerSettings
 from hyperscan.fit._members import (
     MemberSpec,
     architecture_shape,
@@ -26,13 +27,8 @@ from hyperscan.fit._members import (
     member_specs,
     redrawn_weights,
 )
-from hyperscan.fit._trainer import (
-    DIVERGENCE_REASONS,
-    SyncReport,
-    Trainer,
-    TrainerSettings,
-    TrainingOutcome,
-)
+from hyperscan.fit._rows import TrainingOutcome
+from hyperscan.fit._trainer import Trainer
 from hyperscan.model import (
     HELD_OUT,
     TRAINING,

@@ -10,7 +10,7 @@ import numpy as np
 from tqdm import tqdm
 
 from hyperscan.fit._format import RUNNING
-from hyperscan.fit._trainer import SyncReport
+from hyperscan.fit._loop import SyncReport
 from hyperscan.model import VALIDATION
 
 #: In a batch log (the stream is not a terminal) a bar would pile its redraws onto one line of

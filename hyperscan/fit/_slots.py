@@ -35,8 +35,9 @@ from hyperscan.fit._fit import (
     trainer_settings,
     usable_starts,
 )
+from hyperscan.fit._loop import SyncReport, TrainerSettings
 from hyperscan.fit._members import architecture_shape, build_members, member_specs
-from hyperscan.fit._trainer import SyncReport, Trainer, TrainerSettings
+from hyperscan.fit._rows import MemberRows, RefillableModel
 from hyperscan.model import (
     EnsembleModel,
     MemberInputs,
@@ -107,8 +108,8 @@ class TrialBatch:
         self._level1 = level1_data(runcard, problem)
         self._dtype = tf.float64 if runcard.training.precision == "float64" else tf.float32
         self._slots: list[_Slot | None] = [None] * slots
-        self._model: EnsembleModel | None = None
-        self._trainer: Trainer | None = None
+        self._model: RefillableModel | None = None
+        self._trainer: MemberRows | None = None
         self._kinds: tuple[str, ...] = ()
         # The first trial's own model: every later trial's shares its constants and χ² plan.
         self._template: EnsembleModel | None = None
@@ -260,20 +261,20 @@ class TrialBatch:
             )
         )
         row_shapes = [slot.shape for slot, _ in rows]
-        model = EnsembleModel(
+        model = RefillableModel(
             self._problem,
             inputs,
             names[:1] * len(widths),
-            dtype=self._dtype,
-            shapes=MemberShapes.of(row_shapes, widths, names),
-        ).refillable()
+            self._dtype,
+            MemberShapes.of(row_shapes, widths, names),
+        )
         cards = [slot.card for slot, _ in rows]
         settings = trainer_settings(self._runcard, cards)
         zeros = [np.zeros((n_rows, *w.shape)) for w in zero_weights(widths)]
-        trainer = Trainer(model, settings, zeros, kinds=self._kinds)
+        trainer = MemberRows(model, settings, zeros, kinds=self._kinds)
         carried = np.array([row for slot in slots if slot is not new for row in slot.rows], int)
         if self._trainer is not None:
-            _carry_over(self._trainer, trainer, carried)
+            trainer.carry_over(self._trainer, carried)
         # The other rows start as trials take them (`_restart`).
         trainer.retire(np.setdiff1d(np.arange(n_rows), carried))
         self._model, self._trainer = model, trainer
@@ -294,33 +295,6 @@ class TrialBatch:
 def _widest(widths: Sequence[int]) -> Shape:
     """A shape as wide as `widths`, standing for the rows a model already has."""
     return Shape(tuple(widths), ("linear",) * len(widths))
-
-
-def _carry_over(old: Trainer, new: Trainer, rows: np.ndarray) -> None:
-    """The state of `rows` from `old` into `new`, a model at least as wide with at least its
-    optimiser kinds: each member's own weights, and their optimiser moments, move to their
-    places in the new flat layout (its padding stays zero); the rest row for row."""
-    before, after = old.full_state(), new.full_state()
-    old_mask = old.model.shapes.gradient_mask
-    new_mask = new.model.shapes.gradient_mask
-
-    def moved(value: np.ndarray, into: np.ndarray) -> np.ndarray:
-        if value.ndim == 0:  # the batch's step
-            return value
-        into = into.copy()
-        if value.ndim == 2 and value.shape[1] == old_mask.shape[1]:  # the flat weights
-            for row in rows:
-                into[row, new_mask[row]] = value[row, old_mask[row]]
-        else:
-            into[rows] = value[rows]
-        return into
-
-    optimizer = after.pop("optimizer")
-    for kind in before["optimizer"]:
-        optimizer[kind] = tf.nest.map_structure(moved, before["optimizer"][kind], optimizer[kind])
-    before.pop("optimizer")
-    state = tf.nest.map_structure(moved, before, after)
-    new.load_state(state | {"optimizer": optimizer})
 
 
 def auto_slots(runcard: FitRuncard, problem: Problem) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -172,40 +171,6 @@ class EnsembleModel:
         self.alpha, self.beta = members.alpha, members.beta
         self._data = self._constant(members.data)
         self._preprocessing = self._member_preprocessing(members)
-
-    def refillable(self) -> EnsembleModel:
-        """This model with what differs between members of one split (pseudodata,
-        preprocessing, activations and skipped layers) held in variables, so that
-        `assign_members` can hand rows to new members without the training loop being traced
-        again: a trial batch refills its slots so (fit/_slots.py). Changes this model."""
-        if self.shapes is None:
-            raise ValueError("a refillable model is a padded one (shapes)")
-        self._data = tf.Variable(self._data, trainable=False)
-        self._preprocessing = tf.Variable(self._preprocessing, trainable=False)
-        self.shapes = dataclasses.replace(
-            self.shapes,
-            activation=tf.Variable(self.shapes.activation, dtype=tf.int64, trainable=False),
-            skip=tf.Variable(self.shapes.skip, dtype=tf.int64, trainable=False),
-        )
-        return self
-
-    def assign_members(self, rows: np.ndarray, members: MemberInputs, shapes: MemberShapes) -> None:
-        """Give `rows` of a refillable model to new members, whose χ² split must be the rows'
-        own (the χ² plan is fixed); `shapes` in this model's widths and activation names."""
-        if not np.array_equal(self._categories[rows], members.categories):
-            raise ValueError("new members must have the training/validation split of the rows")
-        if (shapes.widths, shapes.names) != (self.shapes.widths, self.shapes.names):
-            raise ValueError("new members must be padded to the model's widths and activations")
-        indices = tf.constant(rows[:, None], tf.int64)
-        self._data.scatter_nd_update(indices, self._constant(members.data))
-        self._preprocessing.scatter_nd_update(indices, self._member_preprocessing(members))
-        self.shapes.activation.scatter_nd_update(indices, shapes.activation)
-        self.shapes.skip.scatter_nd_update(indices, shapes.skip.astype(np.int64))
-        mask = self.shapes.gradient_mask.copy()
-        mask[rows] = shapes.gradient_mask
-        self.alpha, self.beta = self.alpha.copy(), self.beta.copy()
-        self.alpha[rows], self.beta[rows] = members.alpha, members.beta
-        self.shapes = dataclasses.replace(self.shapes, gradient_mask=mask)
 
     def _members_taken(self, members: np.ndarray) -> None:
         """What derives from the taken arrays, set on the copy `take_members` made."""

@@ -114,7 +114,7 @@ def forward(
             hidden = tf.einsum("mpi,mio->mpo", previous, kernel) + bias[:, None, :]
         hidden = _activate(hidden, shapes.names, shapes.activation[:, layer])
         skip = shapes.skip[:, layer]
-        # A refillable model's (EnsembleModel.refillable) are variables: any member may skip.
+        # A refillable model's (fit/_rows.py) are variables: any member may skip.
         if tf.is_tensor(skip) and layer > 0 or not tf.is_tensor(skip) and skip.any():
             through = _resized(previous, shapes.widths[layer])
             hidden = tf.where(tf.cast(skip, tf.bool)[:, None, None], through, hidden)

@@ -18,7 +18,7 @@ from hyperscan.fit import (
     run_fit,
     trainer_settings,
 )
-from hyperscan.fit._trainer import batch_size
+from hyperscan.fit._rows import batch_size
 from hyperscan.model import EnsembleModel, take_members
 from hyperscan.model._chi2_plan import whitening
 

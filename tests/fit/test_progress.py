@@ -7,7 +7,7 @@ import io
 import numpy as np
 
 from hyperscan.fit import ProgressBar
-from hyperscan.fit._trainer import RUNNING, STOPPED, SyncReport
+from hyperscan.fit._loop import RUNNING, STOPPED, SyncReport
 
 
 class Terminal(io.StringIO):
