@@ -27,19 +27,17 @@ from ._from_runcard import (
 from ._problem import Dataset, PositivitySet, Problem
 from ._real import REAL_DATASETS, load_real_dataset, real_problem
 from ._replicas import replica_data, training_mask
-from ._tables import OPERATIONS, FkTable, Operation, combine, on_grid
+from ._tables import FkTable, combine, on_grid
 
 __all__ = [
     "CLOSURE_SIZES",
     "FIT_BASIS",
     "FK_BASIS",
-    "OPERATIONS",
     "PHYSICAL_FLAVOURS",
     "REAL_DATASETS",
     "STANDARD_XGRID",
     "Dataset",
     "FkTable",
-    "Operation",
     "PositivitySet",
     "Problem",
     "closure_problem",

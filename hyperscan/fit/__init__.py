@@ -39,7 +39,6 @@ if TYPE_CHECKING:
         SMALL_X,
         FitResult,
         build_ensemble,
-        output_xgrid,
         run_fit,
         trainer_settings,
         usable_starts,
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
-    from hyperscan.fit._rows import TrainingOutcome
     from hyperscan.fit._slots import MustFitAlone, TrialBatch, auto_slots, max_slots
     from hyperscan.fit._trainer import Trainer
 
@@ -57,7 +55,6 @@ _TENSORFLOW = {
     "FitResult": "_fit",
     "SMALL_X": "_fit",
     "build_ensemble": "_fit",
-    "output_xgrid": "_fit",
     "run_fit": "_fit",
     "trainer_settings": "_fit",
     "usable_starts": "_fit",
@@ -74,7 +71,6 @@ _TENSORFLOW = {
     "SyncReport": "_loop",
     "Trainer": "_trainer",
     "TrainerSettings": "_loop",
-    "TrainingOutcome": "_rows",
 }
 
 __all__ = [
@@ -103,7 +99,6 @@ __all__ = [
     "SyncReport",
     "Trainer",
     "TrainerSettings",
-    "TrainingOutcome",
     "TrialBatch",
     "auto_slots",
     "build_ensemble",
@@ -112,7 +107,6 @@ __all__ = [
     "make_optimizer",
     "max_slots",
     "member_specs",
-    "output_xgrid",
     "results_document",
     "run_fit",
     "stop_on_signals",

@@ -100,8 +100,6 @@ class TrialBatch:
         slots: int,
         reserve: Sequence[FitRuncard] = (),
     ) -> None:
-        if slots < 1:
-            raise ValueError(f"a trial batch needs at least one slot, not {slots}")
         self._runcard = runcard
         self._problem = problem
         self._specs = member_specs(runcard.replica_ids, runcard.folds, runcard.data.level1_fits)

@@ -10,7 +10,7 @@ from hyperscan.model._ensemble import (
 )
 from hyperscan.model._member_axis import MemberAxis, take_members
 from hyperscan.model._network import ACTIVATIONS, initial_weights
-from hyperscan.model._quadrature import Quadrature, sum_rule_quadrature
+from hyperscan.model._quadrature import sum_rule_quadrature
 from hyperscan.model._shapes import (
     MemberShapes,
     Shape,
@@ -34,7 +34,6 @@ __all__ = [
     "MemberInputs",
     "MemberShapes",
     "Observables",
-    "Quadrature",
     "Shape",
     "embed",
     "initial_weights",

@@ -8,7 +8,7 @@ first use (``Study.run_worker``), so that study creation, status, export, copies
 the dashboard start fast and stay small.
 
 The trial attributes a report reads (:data:`RUNCARD_ATTR`, :func:`trashed`,
-:func:`last_report`, :func:`retries`, :func:`state_counts`) are public too; a trial's score
+:func:`last_report`, :func:`retries`) are public too; a trial's score
 and the objective in words are :mod:`hyperscan.score`'s.
 """
 
@@ -25,7 +25,7 @@ from hyperscan.scan._api import (
 )
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
-from hyperscan.scan._status import retries, state_counts
+from hyperscan.scan._status import retries
 from hyperscan.scan._study import RUNCARD_ATTR, ScanError
 from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.scan.storage import StorageError, open_storage
@@ -47,7 +47,6 @@ __all__ = [
     "run_scan",
     "salvage_study",
     "serve_dashboard",
-    "state_counts",
     "storage_location",
     "trashed",
     "write_atomically",

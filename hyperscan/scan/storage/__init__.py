@@ -22,7 +22,6 @@ needs of them, ``_internals`` gives under public names.
 """
 
 from hyperscan.scan.storage._constants import (
-    CONNECT_TIMEOUT_S,
     DEFAULT_STORAGE,
     JOURNAL_PREFIX,
     STORAGE_ENV,
@@ -35,7 +34,7 @@ from hyperscan.scan.storage._errors import (
 )
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import TrialHeartbeats
-from hyperscan.scan.storage._internals import study_storage, trial_id, trial_log
+from hyperscan.scan.storage._internals import study_storage, trial_id
 from hyperscan.scan.storage._journal import HeartbeatJournalStorage
 from hyperscan.scan.storage._open import load_study, open_storage, study_names
 from hyperscan.scan.storage._optuna_messages import asking_outside_optimize, overtaken
@@ -48,11 +47,10 @@ from hyperscan.scan.storage._retry import (
 )
 from hyperscan.scan.storage._salvage import Salvage, salvage_journal
 from hyperscan.scan.storage._stale import fail_stale_trials, requeue_cut_short, stale_trial_ids
-from hyperscan.scan.storage._take import BudgetSpent, TakeGate, gate_takes
+from hyperscan.scan.storage._take import BudgetSpent, gate_takes
 from hyperscan.scan.storage._url import journal_path, resolve_url, storage_file, storage_url
 
 __all__ = [
-    "CONNECT_TIMEOUT_S",
     "DEFAULT_STORAGE",
     "JOURNAL_PREFIX",
     "STORAGE_ENV",
@@ -62,7 +60,6 @@ __all__ = [
     "NoSchemaError",
     "Salvage",
     "StorageError",
-    "TakeGate",
     "TrialHeartbeats",
     "asking_outside_optimize",
     "describe_error",
@@ -88,5 +85,4 @@ __all__ = [
     "study_storage",
     "transient_error",
     "trial_id",
-    "trial_log",
 ]
