@@ -80,7 +80,7 @@ class WorkerLimits:
         self.requeued = 0
         self.own: list[float] = []  # durations of this worker's complete trials
         self.walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
-        self.storage_errors = 0  # consecutive ones, since the last trial that ended
+        self.storage_errors = 0  # consecutive ones, since the storage last took a write
 
     def out_of_walltime(self) -> bool:
         """Whether the next trial is not expected to end before the deadline."""
@@ -122,6 +122,11 @@ class WorkerLimits:
             self.on_trial(trial)
         ended = self.stop.is_set() or self.out_of_walltime()
         return ended | self.budget_spent()  # counted first, whatever the storage
+
+    def storage_answered(self) -> None:
+        """The storage took a write (a trial taken, re-queued): an outage is over, and the
+        next one is waited out on the whole retry schedule."""
+        self.storage_errors = 0
 
     def dropped(self) -> None:
         """Count a trial another worker failed as stale (its result dropped)."""

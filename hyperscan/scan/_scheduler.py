@@ -29,6 +29,7 @@ from hyperscan.scan.storage import (
     BudgetSpent,
     TrialHeartbeats,
     asking_outside_optimize,
+    describe_error,
     fail_stale_trials,
     overtaken,
     requeue_cut_short,
@@ -105,7 +106,7 @@ def run_trials(
     those in flight ended; True if the budget's gate refused one (the budget is taken).
 
     A transient storage error that cuts a trial short is waited out on ``limits``' retry
-    schedule (past it, raised), and the trial re-queued.
+    schedule (past it, raised) by the trial's re-queue.
     """
     slots: dict[int, _Slot] = {}
     spent = halted = False
@@ -118,9 +119,11 @@ def run_trials(
             while True:
                 try:
                     requeue_cut_short(study, cut_short)
-                    return
                 except Exception as error:
                     limits.wait_out(error)  # raises once the schedule is spent
+                else:
+                    limits.storage_answered()
+                    return
 
         def end(slot: _Slot, result: FitResult | None) -> bool:
             """Tell the study how ``slot``'s trial ended; whether to take no more trials."""
@@ -136,12 +139,17 @@ def run_trials(
                 return limits.told(study.tell(trial, values, state=state))
             except Exception as error:
                 beats.remove(trial_id(trial))
-                if not overtaken(error):
-                    limits.wait_out(error)  # raises what is not a transient storage error
+                if not (overtaken(error) or transient_error(error)):
+                    raise
                 ending = ending_of(overtaken=overtaken(error), cut_short=not overtaken(error))
                 if ENDINGS[ending].state is None:
                     limits.dropped()
-                requeue(trial_id(trial))  # a no-op once another worker re-queued it
+                else:
+                    _logger.warning("trial %d: %s", trial.number, describe_error(error, limits.url))
+                # Tried at once: the outage may be over (one outage cuts every trial in flight
+                # short, and the first of them waited it out), and the re-queue waits out the
+                # rest itself. A no-op once another worker re-queued it.
+                requeue(trial_id(trial))
                 return False
             finally:
                 slots.pop(trial.number, None)
@@ -193,6 +201,7 @@ def _fill(
                 trial = study.ask()
         except BudgetSpent:
             return True, True
+        limits.storage_answered()
         beats.add(trial_id(trial))
         slot = _Slot(trial, {}, Monitor(objective, trial))
         slots[trial.number] = slot

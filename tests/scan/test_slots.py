@@ -396,9 +396,10 @@ def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch,
 
 
 def test_an_outage_longer_than_one_wait_strands_no_packed_trial(tmp_path, monkeypatch, caplog):
-    """The storage is still away when the worker has waited once and tries to re-queue the
-    trial the outage cut short: it tries again on the retry schedule until the re-queue goes
-    through, so no trial is left RUNNING (to fill the budget until the grace period ends)."""
+    """The storage is still away when the worker tries to re-queue the trial the outage cut
+    short, and after its first wait: it tries again on the retry schedule until the re-queue
+    goes through, so no trial is left RUNNING (to fill the budget until the grace period
+    ends)."""
     create_study(
         scan_runcard_from_dict(scan_card()), _short_storage(tmp_path / "s.j", create=True), "l"
     )
@@ -423,8 +424,68 @@ def test_an_outage_longer_than_one_wait_strands_no_packed_trial(tmp_path, monkey
     (cut,) = by_state(trials, TrialState.FAIL)
     assert read(outages[0]).number == cut.number
     assert len(by_state(trials, TrialState.COMPLETE)) == 4
-    assert caplog.text.count("trying again in") == 3  # the tell, then the re-queue twice
+    # The re-queue, tried as the tell failed, then after each of two waits
+    assert caplog.text.count("trying again in") == 2
     assert "sent no heartbeat" not in caplog.text
+
+
+def test_each_outage_cutting_every_packed_trial_short_is_waited_out_once(
+    tmp_path, monkeypatch, caplog
+):
+    """Twice, the storage goes away at a sync of 3 packed trials and comes back while the
+    worker waits: every trial in flight is cut short and re-queued as soon as the storage
+    answers, the outage waited out once, not once more per trial, and each outage starts the
+    retry schedule afresh. A schedule of one wait covers both (before, the second of three
+    trials cut short by one outage found the schedule spent, and the worker stopped)."""
+    card = scan_card(scan={"trials": SLOTS, "pruner": {"name": "none", "report_every": 1}})
+    create_study(scan_runcard_from_dict(card), _short_storage(tmp_path / "s.j", create=True), "w")
+    storage = _short_storage(tmp_path / "s.j")
+    away = [False]
+    reports: dict[int, int] = {}  # trial id → its reports written
+    outages: list[list[int]] = []  # the trials each outage cut short
+
+    def away_a_while(write):
+        def written(trial_id, *args):
+            if away[0]:
+                outages[-1].append(trial_id)
+                raise dropped_connection("INSERT INTO trial_intermediate_values")
+            reports[trial_id] = reports.get(trial_id, 0) + 1
+            if len(outages) < 2 and reports[trial_id] == 2:  # at a second sync
+                away[0] = True
+                outages.append([trial_id])
+                raise dropped_connection("INSERT INTO trial_intermediate_values")
+            return write(trial_id, *args)
+
+        return written
+
+    read = storage.get_trial
+
+    def read_unless_away(trial_id):
+        if away[0]:
+            raise dropped_connection("SELECT trials")
+        return read(trial_id)
+
+    wait_out = _limits.WorkerLimits.wait_out
+
+    def back_while_waiting(limits, error):
+        wait_out(limits, error)
+        away[0] = False
+
+    write = storage.set_trial_intermediate_value
+    monkeypatch.setattr(storage, "set_trial_intermediate_value", away_a_while(write))
+    monkeypatch.setattr(storage, "get_trial", read_unless_away)
+    monkeypatch.setattr(_limits.WorkerLimits, "wait_out", back_while_waiting)
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (0.1,))
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("w", storage, slots=SLOTS)
+    assert report.budget_reached
+    assert [len(set(cut)) for cut in outages] == [SLOTS, SLOTS]
+    assert caplog.text.count("trying again in") == 2  # one wait per outage
+    trials = load_study(storage, "w").get_trials()
+    assert [t.state for t in trials] == [TrialState.FAIL] * 2 * SLOTS + [
+        TrialState.COMPLETE
+    ] * SLOTS
+    assert caplog.text.count("was cut short by a storage error: failed, re-queued") == 2 * SLOTS
 
 
 def test_a_packed_trial_failed_as_stale_elsewhere_is_dropped(tmp_path, monkeypatch, caplog):
