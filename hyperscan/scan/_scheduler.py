@@ -29,6 +29,7 @@ from hyperscan.scan.storage import (
     BudgetSpent,
     TrialHeartbeats,
     asking_outside_optimize,
+    drop_result,
     fail_stale_trials,
     overtaken,
     requeue_cut_short,
@@ -140,6 +141,7 @@ def run_trials(
                     limits.wait_out(error)  # raises what is not a transient storage error
                 ending = ending_of(overtaken=overtaken(error), cut_short=not overtaken(error))
                 if ENDINGS[ending].state is None:
+                    drop_result(trial)  # its file too, if it was kept for an outage
                     limits.dropped()
                 requeue(trial_id(trial))  # a no-op once another worker re-queued it
                 return False

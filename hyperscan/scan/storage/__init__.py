@@ -41,6 +41,7 @@ from hyperscan.scan.storage._optuna_messages import asking_outside_optimize, ove
 from hyperscan.scan.storage._redact import redact
 from hyperscan.scan.storage._retry import (
     STORAGE_RETRY_WAITS,
+    drop_result,
     record_with_retries,
     results_folder,
     retrying,
@@ -63,6 +64,7 @@ __all__ = [
     "TrialHeartbeats",
     "asking_outside_optimize",
     "describe_error",
+    "drop_result",
     "errors_described",
     "explained_storage_errors",
     "fail_stale_trials",

@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hyperscan.scan.storage._errors import describe_error, transient_error
 from hyperscan.scan.storage._internals import backend_storage, study_storage
 from hyperscan.scan.storage._internals import trial_id as stored_id
+from hyperscan.scan.storage._optuna_messages import overtaken
 
 _logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -65,9 +66,10 @@ class RecordingRetries:
 
     After :meth:`record_with_retries`, the trial's user attributes, its reads and the write of
     its final state are retried on the :data:`STORAGE_RETRY_WAITS` schedule: each is
-    idempotent per trial. The result is kept in a file until its final state is written; a
-    worker that gives up (or dies) leaves it there, and says so. Mid-fit writes are not retried
-    here: the worker re-queues a trial an outage cut short.
+    idempotent per trial. The result is kept in a file until its final state is written, or
+    until the trial is known to be superseded (another worker failed it as stale and re-queued
+    it: :meth:`forget_result`); a worker that gives up (or dies) leaves it there, and says so.
+    Mid-fit writes are not retried here: the worker re-queues a trial an outage cut short.
     """
 
     _hyperscan_url: str
@@ -95,10 +97,19 @@ class RecordingRetries:
         number, path = self._recording[trial_id]
         try:
             return retrying(call, f"recording trial {number} ({what})", self._hyperscan_url)
-        except Exception:
-            del self._recording[trial_id]
-            _logger.error("the result of trial %d is kept in %s", number, path)
+        except Exception as error:
+            if not overtaken(error):  # a superseded result is forgotten by its worker
+                del self._recording[trial_id]
+                _logger.error("the result of trial %d is kept in %s", number, path)
             raise
+
+    def forget_result(self, trial_id: int) -> None:
+        """Delete the file of a trial's result that needs no keeping: recorded, or superseded
+        by a re-queued copy; nothing for a trial whose result is not kept."""
+        _, path = self._recording.pop(trial_id, (None, None))
+        if path is not None:
+            with suppress(OSError):
+                path.unlink()
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         write = super().set_trial_user_attr  # type: ignore[misc]
@@ -130,9 +141,7 @@ class RecordingRetries:
                 tried = True
 
         updated = self._retried(trial_id, state.name, write)
-        _, path = self._recording.pop(trial_id)
-        with suppress(OSError):
-            path.unlink()
+        self.forget_result(trial_id)
         return updated
 
 
@@ -140,11 +149,25 @@ def _floats(values: Sequence[float] | None) -> list[float] | None:
     return None if values is None else [float(value) for value in values]
 
 
+def _recording(trial: optuna.Trial) -> RecordingRetries | None:
+    """The storage of ``trial`` if it keeps results through outages; None for the journal."""
+    backend = backend_storage(study_storage(trial.study))
+    return backend if isinstance(backend, RecordingRetries) else None
+
+
 def record_with_retries(trial: optuna.Trial, record: dict[str, Any]) -> Path | None:
     """Keep a finished trial's result (``record``, JSON) on local disk and retry the writes
     that record it through an outage (see :class:`RecordingRetries`); None, and no retries,
     for a storage without outages to wait out (the journal file)."""
-    backend = backend_storage(study_storage(trial.study))
-    if not isinstance(backend, RecordingRetries):
+    storage = _recording(trial)
+    if storage is None:
         return None
-    return backend.record_with_retries(stored_id(trial), trial.number, record)
+    return storage.record_with_retries(stored_id(trial), trial.number, record)
+
+
+def drop_result(trial: optuna.Trial) -> None:
+    """Delete the kept result of a trial another worker failed as stale and re-queued: the
+    copy is fitted again, and the file would stay in the cache for good."""
+    storage = _recording(trial)
+    if storage is not None:
+        storage.forget_result(stored_id(trial))
