@@ -62,6 +62,7 @@ from hyperscan.scan._worker_report import WorkerReport
 from hyperscan.scan.storage import (
     NoSchemaError,
     StorageError,
+    database_probe,
     explained_storage_errors,
     fail_stale_trials,
     load_study,
@@ -350,7 +351,8 @@ def open_study(
 
     if not wait:
         return opened()
-    return retrying(opened, "worker start-up", resolve_url(storage))
+    url = resolve_url(storage)
+    return retrying(opened, "worker start-up", url, probe=database_probe(url))
 
 
 def list_studies(storage: str | None = None) -> list[StudySummary]:

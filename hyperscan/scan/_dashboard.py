@@ -19,12 +19,13 @@ ssh tunnel or not. The guard, a WSGI layer in front of it, refuses:
 from __future__ import annotations
 
 import hmac
+import re
 import socket
 from collections.abc import Callable, Iterable
 from http.cookies import SimpleCookie
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus, urlencode, urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from optuna.storages import BaseStorage
@@ -33,6 +34,8 @@ TOKEN_ENV = "HYPERSCAN_DASHBOARD_TOKEN"
 COOKIE = "hyperscan_dashboard_token"
 LOCAL_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 READS = frozenset({"GET", "HEAD"})
+# A query parameter as a request line shows it: its name (maybe %-escaped) and value.
+_PARAMETER = re.compile(r"([?&])([^=&\s\"']*)=([^&\s\"'#]*)")
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -168,14 +171,30 @@ class _IPv6Server(_ThreadedServer):
     address_family = socket.AF_INET6
 
 
+def hide_token(line: str, token: str | None) -> str:
+    """``line`` with every ``token`` parameter's value as '***', and ``token`` itself, however
+    %-escaped: a refused request is logged with its address, and the log is no place for a
+    secret (as storage URLs are shown without their password)."""
+    line = _PARAMETER.sub(
+        lambda m: f"{m[1]}{m[2]}=***" if unquote_plus(m[2]) == "token" else m[0], line
+    )
+    if token and token in unquote(line):
+        line = unquote(line).replace(token, "***")
+    return line
+
+
 class _QuietHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         """One line per refusal, none per page and API call (the page polls every few s)."""
         if str(code).startswith("4"):
             super().log_request(code, size)
 
+    def log_message(self, format: str, *args: Any) -> None:
+        """Every line the server logs (requests, malformed ones), without the token."""
+        super().log_message("%s", hide_token(format % args, self.server.get_app().token))
 
-def serve_dashboard(app: WSGIApp, host: str, port: int) -> None:
+
+def serve_dashboard(app: DashboardGuard, host: str, port: int) -> None:
     """Serve ``app`` on ``host``:``port`` (v4 or v6), one thread per request, until killed."""
     server_class = _IPv6Server if ":" in host else _ThreadedServer
     with make_server(host, port, app, server_class=server_class, handler_class=_QuietHandler) as s:

@@ -17,7 +17,14 @@ from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import stored_budget
 from hyperscan.scan._trial_attrs import requeued as was_requeued
 from hyperscan.scan._worker_report import WorkerReport
-from hyperscan.scan.storage import STORAGE_RETRY_WAITS, describe_error, transient_error
+from hyperscan.scan.storage import (
+    STORAGE_RETRY_WAITS,
+    describe_error,
+    storage_probe,
+    study_storage,
+    transient_error,
+    wait_for_storage,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -81,6 +88,7 @@ class WorkerLimits:
         self.own: list[float] = []  # durations of this worker's complete trials
         self.walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
         self.storage_errors = 0  # consecutive ones, since the storage last took a write
+        self.probe = storage_probe(study_storage(study))  # ends a wait once the database is back
 
     def out_of_walltime(self) -> bool:
         """Whether the next trial is not expected to end before the deadline."""
@@ -138,8 +146,8 @@ class WorkerLimits:
 
     def wait_out(self, error: Exception) -> None:
         """Wait out a transient storage error (the database restarted, a connection dropped)
-        on the retry schedule; raise it, explained, once the schedule is spent, and any other
-        error as it is."""
+        on the retry schedule, a wait cut short once the database answers again; raise it,
+        explained, once the schedule is spent, and any other error as it is."""
         if not transient_error(error):
             raise error
         cause = describe_error(error, self.url)
@@ -148,7 +156,7 @@ class WorkerLimits:
         wait = STORAGE_RETRY_WAITS[self.storage_errors]
         self.storage_errors += 1
         _logger.warning("%s; trying again in %d s", cause, wait)
-        self.stop.wait(wait)
+        wait_for_storage(wait, self.probe, self.stop)
 
     def report(self, spent: bool = False) -> WorkerReport:
         """How the worker ended; ``spent``: the budget's gate refused a trial."""

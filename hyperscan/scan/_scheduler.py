@@ -30,6 +30,7 @@ from hyperscan.scan.storage import (
     TrialHeartbeats,
     asking_outside_optimize,
     describe_error,
+    drop_result,
     fail_stale_trials,
     overtaken,
     requeue_cut_short,
@@ -143,6 +144,7 @@ def run_trials(
                     raise
                 ending = ending_of(overtaken=overtaken(error), cut_short=not overtaken(error))
                 if ENDINGS[ending].state is None:
+                    drop_result(trial)  # its file too, if it was kept for an outage
                     limits.dropped()
                 else:
                     _logger.warning("trial %d: %s", trial.number, describe_error(error, limits.url))

@@ -30,6 +30,7 @@ from hyperscan.scan.storage import (
     gate_takes,
     load_study,
     retrying,
+    storage_probe,
     storage_url,
 )
 
@@ -128,6 +129,7 @@ def run_worker(
                 "worker start-up",
                 url,
                 waits=STORAGE_RETRY_WAITS,
+                probe=storage_probe(storage),
             )
         problem = study_problem(setup) if problem is None else problem
         runcard = setup.runcard
@@ -137,6 +139,7 @@ def run_worker(
             "worker start-up",
             url,
             waits=STORAGE_RETRY_WAITS,
+            probe=storage_probe(storage),
         )
         stop = threading.Event()
         limits = WorkerLimits(

@@ -507,3 +507,31 @@ def test_the_dashboard_renders_with_its_token(
     calls = rendered(chromium, server, f"/dashboard?token={TOKEN}")
     assert any(r.endswith("/api/studies") for r in calls)
     assert all(TOKEN not in r for r in calls)
+
+
+def raw_request(server: Server, line: str) -> str:
+    """The reply to ``line`` sent as it is (a malformed request line)."""
+    with socket.create_connection((server.host, server.port), timeout=10) as connection:
+        connection.sendall(f"{line}\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        return connection.makefile("rb").read().decode()
+
+
+def test_no_log_line_shows_the_token(open_server: tuple[Server, Path]) -> None:
+    """A refused request is logged with its request line: the token in its address, however
+    spelled, is '***' there, as in the lines of a malformed request."""
+    server, _ = open_server
+    logged = len(server.output())
+    spelled = TOKEN.replace("s", "%73")  # the same token for the guard, escaped
+    assert server.request("GET", f"/api/nothing?token={TOKEN}")[0] == 404
+    assert server.request("GET", f"/api/nothing?a=1&%74oken={spelled}")[0] == 404
+    assert server.request("GET", f"/api/{spelled}", Authorization=f"Bearer {TOKEN}")[0] == 404
+    new = {"study_name": "refused", "directions": ["minimize"]}
+    status, _, _ = server.request(
+        "POST", f"/api/studies?token={TOKEN}", new, Origin="https://evil.example"
+    )
+    assert status == 403
+    assert "Error code: 400" in raw_request(server, f"GET /?token={TOKEN} HTTP/1.1 extra")
+    log = server.output()[logged:]
+    assert log.count('" 404 ') == 3 and log.count('" 403 ') == 1 and log.count('" 400 ') == 1
+    assert "?token=*** " in log and "&%74oken=*** " in log and "/api/*** " in log
+    assert TOKEN not in log and spelled not in log, log

@@ -14,30 +14,38 @@ from _service import PARALLEL, by_state, create, scan_card, trials_of, write_car
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
-from hyperscan.scan import _scheduler, open_storage
+from hyperscan.scan import _limits, _scheduler, open_storage
 from hyperscan.scan._study import create_study
 from hyperscan.scan._worker import run_worker
-from hyperscan.scan.storage import _retry, results_folder
+from hyperscan.scan.storage import _retry, database_probe, results_folder, wait_for_storage
 from hyperscan.scan.storage._timeout import TIMEOUT_ENV
 from hyperscan.score import _score
 
 
 def _one_trial_with_a_fault(
-    monkeypatch, postgres_url, fault, **worker_env: str
+    monkeypatch, postgres_url, fault, *, before_ask: bool = False, **worker_env: str
 ) -> tuple[list, list]:
     """Run a worker (with ``worker_env`` set) on a one-trial study through a proxy;
-    ``fault(proxy)`` is called as the fit returns, before its first write. Returns the fits'
+    ``fault(proxy)`` is called as the fit returns, before its first write (``before_ask``: as
+    the worker first looks for stale trials, before it asks for its trial). Returns the fits'
     values and the study's trials."""
     values: list[float] = []
     value_of = _score.trial_value
-    fits = []
-    fit = _scheduler.run_fit
+    fits, looks = [], []
+    fit, look = _scheduler.run_fit, _scheduler.fail_stale_trials
 
     def fit_then_fault(*args, **kwargs):
         result = fit(*args, **kwargs)
         fits.append(result)
-        fault(proxy)
+        if not before_ask:
+            fault(proxy)
         return result
+
+    def fault_then_look(*args, **kwargs):
+        looks.append(args)
+        if before_ask and len(looks) == 1:
+            fault(proxy)
+        return look(*args, **kwargs)
 
     def noted(*args, **kwargs):
         value = value_of(*args, **kwargs)
@@ -46,6 +54,7 @@ def _one_trial_with_a_fault(
         return value
 
     monkeypatch.setattr(_scheduler, "run_fit", fit_then_fault)
+    monkeypatch.setattr(_scheduler, "fail_stale_trials", fault_then_look)
     monkeypatch.setattr(_score, "trial_value", noted)
     with proxy_to(postgres_url) as proxy:
         url = proxy.url(postgres_url)
@@ -97,6 +106,59 @@ class _KeptResults(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.files.append([path.read_text() for path in results_folder().glob("*.json")])
+
+
+@pytest.mark.parametrize("before_ask", [True, False], ids=["before its trial", "after its fit"])
+def test_a_worker_goes_on_once_the_database_answers_not_at_its_next_retry(
+    postgres_url, tmp_path, monkeypatch, caplog, before_ask
+):
+    """The connection is cut for 2 s, before the worker asks for its trial or as its fit
+    ends, and the next retry is 30 s away: the worker asks the database every few seconds
+    whether it answers, and goes on within seconds of its return, not half a minute later."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (30,))
+    monkeypatch.setattr(_retry, "STORAGE_RETRY_WAITS", (30,))
+    cut_at, resumed_at = [], []
+    fit = _scheduler.run_fit
+
+    def cut(proxy):
+        cut_at.append(time.monotonic())
+        proxy.cut(2)
+
+    def timed_fit(*args, **kwargs):
+        resumed_at.append(time.monotonic())  # before its trial: the worker asked again
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(_scheduler, "run_fit", timed_fit)
+    with caplog.at_level(logging.WARNING):
+        _, trials = _one_trial_with_a_fault(monkeypatch, postgres_url, cut, before_ask=before_ask)
+    ended_at = time.monotonic()  # after its fit: the trial was recorded
+    assert [t.state for t in trials] == [TrialState.COMPLETE]
+    assert any(m.endswith("trying again in 30 s") for m in caplog.messages), caplog.messages
+    waited = (resumed_at[0] if before_ask else ended_at) - cut_at[0]
+    assert waited < 12, f"the worker went on {waited:.1f} s after the cut, the database back at 2 s"
+
+
+def test_a_wait_for_a_database_that_stays_away_keeps_its_schedule(postgres_url, monkeypatch):
+    """While the database refuses connections, each probe says so (no error out of the wait)
+    and the wait lasts as scheduled; once it answers, the next probe ends the wait."""
+    monkeypatch.setattr(_retry, "PROBE_EVERY_S", 0.5)
+    with proxy_to(postgres_url) as proxy:
+        probe = database_probe(proxy.url(postgres_url))
+        answers: list[bool] = []
+
+        def asked() -> bool:
+            answers.append(probe())
+            return answers[-1]
+
+        proxy.cut(60)
+        started = time.monotonic()
+        wait_for_storage(3, asked)
+        assert 3 <= time.monotonic() - started < 4.5 and answers and not any(answers)
+        proxy.reopen()
+        started = time.monotonic()
+        wait_for_storage(30, asked)
+        assert time.monotonic() - started < 3 and answers[-1]
 
 
 def test_a_frozen_connection_becomes_a_retry_within_the_timeout(

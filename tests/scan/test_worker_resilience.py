@@ -39,7 +39,7 @@ from hyperscan.scan._status import study_status
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR, create_study, open_study
 from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued
 from hyperscan.scan._worker import run_worker
-from hyperscan.scan.storage import load_study
+from hyperscan.scan.storage import load_study, results_folder
 
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
@@ -75,6 +75,54 @@ def test_a_stale_declared_trial_does_not_end_the_worker(tmp_path, monkeypatch):
     assert states[0] == TrialState.FAIL
     assert states.count(TrialState.COMPLETE) == 3
     assert optuna.trial.TrialState.RUNNING not in states
+
+
+def fail_as_stale_elsewhere(url: str, name: str) -> None:
+    """What another worker does to a trial whose heartbeat came late: fail it, re-queue it."""
+    storage = open_storage(url)
+    study = load_study(storage, name)
+    (running,) = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    storage.set_trial_state_values(running._trial_id, TrialState.FAIL)
+    requeue = storage.get_heartbeat_stale_trial_callback()
+    requeue(study, storage.get_trial(running._trial_id))
+
+
+@pytest.mark.parametrize("when", ["at its first write", "at its tell"])
+def test_a_result_dropped_as_stale_leaves_no_file(
+    postgres_url, tmp_path, monkeypatch, caplog, when
+):
+    """Another worker fails a trial as stale once its fit has ended, before its first write or
+    just before its tell: the result, kept on disk for an outage, is superseded by the
+    re-queued copy, and its file goes with it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    card = {**TINY_SCAN, "scan": {**TINY_SCAN["scan"], "trials": 1}}
+    create_study(scan_runcard_from_dict(card), open_storage(postgres_url, create=True), "s")
+    overtaken = []
+    real_fit, real_tell = _scheduler.run_fit, optuna.Study.tell
+
+    def fit(*args, **kwargs):
+        result = real_fit(*args, **kwargs)
+        if when == "at its first write" and not overtaken:
+            fail_as_stale_elsewhere(postgres_url, "s")
+            overtaken.append(when)
+        return result
+
+    def tell(*args, **kwargs):
+        if when == "at its tell" and not overtaken:
+            fail_as_stale_elsewhere(postgres_url, "s")
+            overtaken.append(when)
+        return real_tell(*args, **kwargs)
+
+    monkeypatch.setattr(_scheduler, "run_fit", fit)
+    monkeypatch.setattr(optuna.Study, "tell", tell)
+    with caplog.at_level(logging.WARNING):
+        report = run_worker("s", open_storage(postgres_url))
+    assert report.budget_reached and report.trials == 2  # the dropped one, then its copy
+    states = [t.state for t in load_study(open_storage(postgres_url), "s").get_trials()]
+    assert states == [TrialState.FAIL, TrialState.COMPLETE]
+    assert "trial result dropped: another worker failed the trial as stale" in caplog.text
+    assert not list(results_folder().iterdir()), "a dropped result stayed on disk"
+    assert "is kept in" not in caplog.text
 
 
 @pytest.mark.parametrize(

@@ -41,9 +41,13 @@ from hyperscan.scan.storage._optuna_messages import asking_outside_optimize, ove
 from hyperscan.scan.storage._redact import redact
 from hyperscan.scan.storage._retry import (
     STORAGE_RETRY_WAITS,
+    database_probe,
+    drop_result,
     record_with_retries,
     results_folder,
     retrying,
+    storage_probe,
+    wait_for_storage,
 )
 from hyperscan.scan.storage._salvage import Salvage, salvage_journal
 from hyperscan.scan.storage._stale import fail_stale_trials, requeue_cut_short, stale_trial_ids
@@ -62,7 +66,9 @@ __all__ = [
     "StorageError",
     "TrialHeartbeats",
     "asking_outside_optimize",
+    "database_probe",
     "describe_error",
+    "drop_result",
     "errors_described",
     "explained_storage_errors",
     "fail_stale_trials",
@@ -80,9 +86,11 @@ __all__ = [
     "salvage_journal",
     "stale_trial_ids",
     "storage_file",
+    "storage_probe",
     "storage_url",
     "study_names",
     "study_storage",
     "transient_error",
     "trial_id",
+    "wait_for_storage",
 ]

@@ -14,18 +14,13 @@ import sqlalchemy
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
-from hyperscan.scan.storage._constants import CONNECT_TIMEOUT_S, NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
+from hyperscan.scan.storage._constants import NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
 from hyperscan.scan.storage._errors import describe_error
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._take import TAKEN, GatedTakes
-from hyperscan.scan.storage._timeout import (
-    APPLICATION_NAME,
-    database_timeout,
-    limit_waits,
-    timeout_connect_args,
-)
+from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_connect_args
 
 # Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
@@ -85,13 +80,7 @@ def _engine_kwargs(url: str) -> dict[str, Any]:
             # A worker uses one connection for the trial loop and one for the heartbeat thread.
             "pool_size": 2,
             "max_overflow": 2,
-            "connect_args": {
-                "connect_timeout": CONNECT_TIMEOUT_S,
-                "application_name": APPLICATION_NAME,
-                # A server or link that hangs ends a wait on it after $HYPERSCAN_DB_TIMEOUT
-                # instead of leaving the worker blocked for hours.
-                **timeout_connect_args(database_timeout()),
-            },
+            "connect_args": pg_connect_args(),
         }
     return {"pool_pre_ping": True}
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Waiting out a storage outage: one schedule for every retry, and a finished trial's result
-kept on local disk and written again until the database takes it (without it, a 10 s drop at
-the first write after a fit threw the fit away, and its parameters were fitted again)."""
+"""Waiting out a storage outage: one schedule for every retry, a wait cut short once the
+database answers again, and a finished trial's result kept on local disk and written again
+until the database takes it (without it, a 10 s drop at the first write after a fit threw the
+fit away, and its parameters were fitted again)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -17,11 +19,15 @@ from typing import Any, TypeVar
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from hyperscan.scan.storage._constants import PG_PREFIX
 from hyperscan.scan.storage._errors import describe_error, transient_error
 from hyperscan.scan.storage._internals import backend_storage, study_storage
 from hyperscan.scan.storage._internals import trial_id as stored_id
+from hyperscan.scan.storage._optuna_messages import overtaken
+from hyperscan.scan.storage._timeout import pg_connect_args
 
 _logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -29,6 +35,60 @@ T = TypeVar("T")
 #: Waits (s) after each consecutive storage error (a database restart, a dropped connection)
 #: before giving up: 315 s in all.
 STORAGE_RETRY_WAITS = (5, 10, 20, 40, 60, 60, 60, 60)
+#: How often (s) a wait between retries asks the database whether it answers again: the wait
+#: ends once it does (on the schedule alone, workers sat idle 45 s after a 90 s outage).
+PROBE_EVERY_S = 5
+
+Probe = Callable[[], bool]
+
+
+def database_probe(url: str) -> Probe | None:
+    """A probe of the PostgreSQL database of ``url`` (unredacted): whether it answers
+    ``SELECT 1`` on a new connection (a pooled one may hang until $HYPERSCAN_DB_TIMEOUT, a new
+    one fails within its connect timeout); False, never an error, while it does not. None for
+    a storage without outages to wait out."""
+    if not url.startswith(PG_PREFIX):
+        return None
+
+    def answers() -> bool:
+        import sqlalchemy  # only a process that opens PostgreSQL pays its import
+
+        try:
+            engine = sqlalchemy.create_engine(
+                url, poolclass=sqlalchemy.pool.NullPool, connect_args=pg_connect_args()
+            )
+            try:
+                with engine.connect() as connection:
+                    connection.execute(sqlalchemy.text("SELECT 1"))
+            finally:
+                engine.dispose()
+        except Exception:
+            return False
+        return True
+
+    return answers
+
+
+def storage_probe(storage: BaseStorage) -> Probe | None:
+    """:func:`database_probe` of the database ``storage`` was opened on."""
+    backend = backend_storage(storage)
+    if not isinstance(backend, RecordingRetries):
+        return None
+    return database_probe(backend._hyperscan_url)
+
+
+def wait_for_storage(
+    seconds: float, probe: Probe | None, stop: threading.Event | None = None
+) -> None:
+    """Wait ``seconds`` before trying the storage again, or less: until ``probe()``, asked
+    every :data:`PROBE_EVERY_S`, says the database answers, or ``stop`` is set."""
+    stop = threading.Event() if stop is None else stop
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if stop.wait(left if probe is None else min(left, PROBE_EVERY_S)):
+            return
+        if probe is not None and time.monotonic() < deadline and probe():
+            return
 
 
 def retrying(
@@ -37,9 +97,11 @@ def retrying(
     url: str,
     *,
     waits: Sequence[float] | None = None,
+    probe: Probe | None = None,
 ) -> T:
     """``call()``, called again after each wait of ``waits`` (default
-    :data:`STORAGE_RETRY_WAITS`) while it fails with a transient storage error
+    :data:`STORAGE_RETRY_WAITS`, each cut short once ``probe`` says the database answers, see
+    :func:`wait_for_storage`) while it fails with a transient storage error
     (:func:`transient_error`), with a line in the log per retry; the last error, or any other,
     is raised."""
     for wait in (*(STORAGE_RETRY_WAITS if waits is None else waits), None):
@@ -49,7 +111,7 @@ def retrying(
             if wait is None or not transient_error(error):
                 raise
             _logger.warning("%s: %s; trying again in %g s", what, describe_error(error, url), wait)
-            time.sleep(wait)
+            wait_for_storage(wait, probe)
     raise AssertionError("unreachable")
 
 
@@ -65,9 +127,10 @@ class RecordingRetries:
 
     After :meth:`record_with_retries`, the trial's user attributes, its reads and the write of
     its final state are retried on the :data:`STORAGE_RETRY_WAITS` schedule: each is
-    idempotent per trial. The result is kept in a file until its final state is written; a
-    worker that gives up (or dies) leaves it there, and says so. Mid-fit writes are not retried
-    here: the worker re-queues a trial an outage cut short.
+    idempotent per trial. The result is kept in a file until its final state is written, or
+    until the trial is known to be superseded (another worker failed it as stale and re-queued
+    it: :meth:`forget_result`); a worker that gives up (or dies) leaves it there, and says so.
+    Mid-fit writes are not retried here: the worker re-queues a trial an outage cut short.
     """
 
     _hyperscan_url: str
@@ -94,11 +157,25 @@ class RecordingRetries:
             return call()
         number, path = self._recording[trial_id]
         try:
-            return retrying(call, f"recording trial {number} ({what})", self._hyperscan_url)
-        except Exception:
-            del self._recording[trial_id]
-            _logger.error("the result of trial %d is kept in %s", number, path)
+            return retrying(
+                call,
+                f"recording trial {number} ({what})",
+                self._hyperscan_url,
+                probe=database_probe(self._hyperscan_url),
+            )
+        except Exception as error:
+            if not overtaken(error):  # a superseded result is forgotten by its worker
+                del self._recording[trial_id]
+                _logger.error("the result of trial %d is kept in %s", number, path)
             raise
+
+    def forget_result(self, trial_id: int) -> None:
+        """Delete the file of a trial's result that needs no keeping: recorded, or superseded
+        by a re-queued copy; nothing for a trial whose result is not kept."""
+        _, path = self._recording.pop(trial_id, (None, None))
+        if path is not None:
+            with suppress(OSError):
+                path.unlink()
 
     def set_trial_user_attr(self, trial_id: int, key: str, value: Any) -> None:
         write = super().set_trial_user_attr  # type: ignore[misc]
@@ -130,9 +207,7 @@ class RecordingRetries:
                 tried = True
 
         updated = self._retried(trial_id, state.name, write)
-        _, path = self._recording.pop(trial_id)
-        with suppress(OSError):
-            path.unlink()
+        self.forget_result(trial_id)
         return updated
 
 
@@ -140,11 +215,25 @@ def _floats(values: Sequence[float] | None) -> list[float] | None:
     return None if values is None else [float(value) for value in values]
 
 
+def _recording(trial: optuna.Trial) -> RecordingRetries | None:
+    """The storage of ``trial`` if it keeps results through outages; None for the journal."""
+    backend = backend_storage(study_storage(trial.study))
+    return backend if isinstance(backend, RecordingRetries) else None
+
+
 def record_with_retries(trial: optuna.Trial, record: dict[str, Any]) -> Path | None:
     """Keep a finished trial's result (``record``, JSON) on local disk and retry the writes
     that record it through an outage (see :class:`RecordingRetries`); None, and no retries,
     for a storage without outages to wait out (the journal file)."""
-    backend = backend_storage(study_storage(trial.study))
-    if not isinstance(backend, RecordingRetries):
+    storage = _recording(trial)
+    if storage is None:
         return None
-    return backend.record_with_retries(stored_id(trial), trial.number, record)
+    return storage.record_with_retries(stored_id(trial), trial.number, record)
+
+
+def drop_result(trial: optuna.Trial) -> None:
+    """Delete the kept result of a trial another worker failed as stale and re-queued: the
+    copy is fitted again, and the file would stay in the cache for good."""
+    storage = _recording(trial)
+    if storage is not None:
+        storage.forget_result(stored_id(trial))

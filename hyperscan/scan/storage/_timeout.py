@@ -57,6 +57,18 @@ def timeout_connect_args(seconds: float) -> dict[str, object]:
     }
 
 
+def pg_connect_args() -> dict[str, object]:
+    """libpq's settings of hyperscan's connections to PostgreSQL: a connection that fails in
+    seconds, named (:data:`APPLICATION_NAME`), with the limit of ``$HYPERSCAN_DB_TIMEOUT``."""
+    return {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "application_name": APPLICATION_NAME,
+        # A server or link that hangs ends a wait on it after $HYPERSCAN_DB_TIMEOUT instead
+        # of leaving the worker blocked for hours.
+        **timeout_connect_args(database_timeout()),
+    }
+
+
 def limit_waits(seconds: float) -> None:
     """Give hyperscan's psycopg2 connections (:data:`APPLICATION_NAME`) a deadline of
     ``seconds`` per answer (``CONNECT_TIMEOUT_S`` while connecting, as libpq's
