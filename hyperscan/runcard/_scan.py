@@ -201,7 +201,7 @@ class ObjectiveSection(_Section):
         fail_at(problems, self)
         return self
 
-    # ---- multi-objective scans (#38 item 3): kept apart from the single loss's keys above
+    # ---- multi-objective scans: kept apart from the single loss's keys above
 
     objectives: tuple[ObjectiveEntry, ...] = ()
     """Two or more objectives make a multi-objective study (Pareto front; no pruning): each

@@ -15,13 +15,13 @@ from typing import Any
 
 from optuna.storages import JournalStorage
 from optuna.storages._heartbeat import BaseHeartbeat
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan.storage._constants import SCHEMA_HINT, STORAGE_ENV
 from hyperscan.scan.storage._exceptions import StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallback, check_heartbeat
-from hyperscan.scan.storage._lock import JournalFlock
+from hyperscan.scan.storage._lock import JournalFlock, RollbackJournalBackend
+from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._salvage import SkippedLine, first_damage
 from hyperscan.scan.storage._take import TAKEN, GatedTakes
 from hyperscan.scan.storage._url import journal_path, journal_url
@@ -30,7 +30,9 @@ HEARTBEAT_SUFFIX = ".heartbeats"
 TAKE_LOCK_SUFFIX = ".take.lock"
 
 
-class HeartbeatJournalStorage(GatedTakes, NamedHeartbeats, JournalStorage, BaseHeartbeat):
+class HeartbeatJournalStorage(
+    RecordingRetries, GatedTakes, NamedHeartbeats, JournalStorage, BaseHeartbeat
+):
     """Optuna's journal file storage with the heartbeat Optuna only gives RDB storages.
 
     A heartbeat is the mtime of ``<journal>.heartbeats/<trial_id>``, refreshed by the thread
@@ -59,7 +61,7 @@ class HeartbeatJournalStorage(GatedTakes, NamedHeartbeats, JournalStorage, BaseH
         # The heartbeat folder appears with the first beat (record_heartbeat), so readers such
         # as `study status` leave nothing next to the journal.
         # An OS lock, not Optuna's lock file: a killed writer stalled every worker 30 s.
-        super().__init__(JournalFileBackend(self._path, lock_obj=JournalFlock(self._path)))
+        super().__init__(RollbackJournalBackend(self._path))
 
     @property
     def path(self) -> str:

@@ -13,12 +13,18 @@ them), so nothing is left next to the journal.
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import time
+from typing import Any
+
+from optuna.storages.journal import JournalFileBackend
 
 # Private in Optuna 5, but the type JournalFileBackend(lock_obj=...) documents.
 from optuna.storages.journal._file import BaseJournalFileLock
+
+from hyperscan.scan.storage._exceptions import StorageError
 
 WAIT_LOG_S = 2.0
 """Waits this long are normal (another worker appends a record); longer ones are logged."""
@@ -79,3 +85,40 @@ class JournalFlock(BaseJournalFileLock):
             self.path,
         )
         fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+class RollbackJournalBackend(JournalFileBackend):
+    """Optuna's journal file under a :class:`JournalFlock`, whose appends are all or nothing.
+
+    A write that fails halfway (a full disk) is cut off again before the lock is freed: the
+    journal never ends in half a record, which every later reader refuses until someone
+    truncates it by hand. The failure is a :class:`StorageError` in one line.
+    """
+
+    def __init__(self, journal: str) -> None:
+        self._flock = JournalFlock(journal)
+        super().__init__(journal, lock_obj=self._flock)
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(log, separators=(",", ":")) + "\n" for log in logs).encode()
+        self._flock.acquire()
+        try:
+            fd = os.open(self._flock.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            try:
+                end = os.lseek(fd, 0, os.SEEK_END)
+                try:
+                    written = 0
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
+                    os.fsync(fd)
+                except OSError as error:
+                    os.ftruncate(fd, end)  # frees what it wrote: works on a full disk too
+                    raise StorageError(
+                        f"cannot write the journal {self._flock.path}: "
+                        f"{error.strerror or error}; its last record was rolled back, and the "
+                        "journal is intact (free space on its disk, then start again)"
+                    ) from None
+            finally:
+                os.close(fd)
+        finally:
+            self._flock.release()

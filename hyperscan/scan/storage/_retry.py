@@ -24,6 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan.storage._constants import PG_PREFIX
 from hyperscan.scan.storage._errors import describe_error, transient_error
+from hyperscan.scan.storage._exceptions import StorageError
 from hyperscan.scan.storage._internals import backend_storage, study_storage
 from hyperscan.scan.storage._internals import trial_id as stored_id
 from hyperscan.scan.storage._optuna_messages import overtaken
@@ -147,8 +148,15 @@ class RecordingRetries:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{socket.gethostname()}-{os.getpid()}-trial-{number}.json"
         partial = path.with_suffix(".part")
-        partial.write_text(json.dumps(record, indent=1, default=str))
-        partial.replace(path)
+        try:
+            partial.write_text(json.dumps(record, indent=1, default=str))
+            partial.replace(path)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise StorageError(
+                f"cannot keep the result of trial {number} in {folder}: "
+                f"{error.strerror or error}"
+            ) from None
         self._recording[trial_id] = (number, path)
         return path
 
