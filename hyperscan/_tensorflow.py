@@ -156,3 +156,11 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> st
         names = [tf.config.experimental.get_device_details(gpu).get("device_name") for gpu in gpus]
         return ", ".join(f"GPU {first + k} ({name or 'unnamed'})" for k, name in enumerate(names))
     return f"CPU, {threads} thread{'' if threads == 1 else 's'}" if threads else "CPU, all cores"
+
+
+def ensure_configured() -> None:
+    """TensorFlow for the library's entry points that fit or score (``hyperscan.fit``,
+    ``hyperscan.score``): imported as the command line imports it, without its start-up log,
+    unless the caller (a script, or a command) has imported it already, configured its way."""
+    if "tensorflow" not in sys.modules:
+        configure_tensorflow()

@@ -81,8 +81,8 @@ storage_option = click.option(
 
 study_option = click.option("--study", "name", required=True, help="Study name.")
 
-#: A runcard to read. A folder is not refused here, with click's three-line usage error, but by
-#: the loader, in the one `error:` line every other unreadable runcard gets.
+#: A runcard to read. A folder is not refused here but by the loader, with the message every
+#: other unreadable runcard gets.
 runcard_argument = click.argument("runcard", type=click.Path(path_type=Path))
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -25,15 +28,44 @@ from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, worker
 from hyperscan.cli._study import study
 
+#: What click (8.2 on) raises to show a group's help when it is called alone: not a mistake.
+_HELP_ASKED = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+@contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    """click's usage errors (a bad or missing option value, an unknown option or command) as
+    one `error:` line and exit code 2, as every other user mistake, not click's usage block."""
+    try:
+        yield
+    except _HELP_ASKED:
+        raise
+    except click.UsageError as error:
+        fail(error.format_message())
+
 
 class _Commands(click.Group):
     """Ctrl-C in a command that does not stop on it itself (`export`, `report`, `study ...`)
     exits 130, as shells report SIGINT and as `fit`, `scan` and `worker` do, not with click's
-    "Aborted!" and 1, which a batch script reads as a failure. Their writes are atomic."""
+    "Aborted!" and 1, which a batch script reads as a failure. Their writes are atomic.
+
+    A usage mistake is one line, whether in the options of `hyperscan` itself (read in
+    `make_context`) or in a command's (read in `invoke`)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with _one_line_usage_errors():
+            return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
-            return super().invoke(ctx)
+            with _one_line_usage_errors():
+                return super().invoke(ctx)
         except KeyboardInterrupt:
             click.echo("interrupted: nothing was half-written", err=True)
             sys.exit(INTERRUPTED)

@@ -255,7 +255,7 @@ def _walltime_reason(report) -> str:
     "--rule",
     metavar="RULE",
     help="A multi-objective study's trial chosen from its Pareto front, e.g. "
-    '"min chi2 within 0.05 of best, then max phi2" (docs/objectives.md).',
+    '"min chi2 within 0.05 of best, then min phi2" (docs/objectives.md).',
 )
 @click.option(
     "--sample",

@@ -121,5 +121,8 @@ def __getattr__(name: str) -> Any:
     if name in _TENSORFLOW:
         import importlib
 
+        from hyperscan._tensorflow import ensure_configured
+
+        ensure_configured()
         return getattr(importlib.import_module(f"{__name__}.{_TENSORFLOW[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

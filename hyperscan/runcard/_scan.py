@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     field_validator,
@@ -284,12 +285,24 @@ class ObjectiveSection(_Section):
 #: Keys of the trial as a whole (its ensemble records, its fold threshold), not of one of its
 #: objectives: a multi-objective scan gives them in scan.objective, not in its entries.
 _SHARED = frozenset({"best_fraction", "threshold"})
+#: Keys an entry inherits but does not take: the shared ones (`ObjectiveSection.entries` fills
+#: them in, for scoring) and `objectives` (they do not nest).
+_NOT_ENTRY_KEYS = _SHARED | {"objectives"}
 #: An objective's name, as `hyperscan export --rule` refers to it.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _without_inherited_keys(schema: dict[str, Any]) -> None:
+    """An entry's JSON Schema lists only the keys an entry takes; so does the reference, made
+    from it, and an editor flags the others."""
+    for key in _NOT_ENTRY_KEYS:
+        del schema["properties"][key]
+
+
 class ObjectiveEntry(ObjectiveSection):
     """One objective of a multi-objective scan: a loss, with its name and direction."""
+
+    model_config = ConfigDict(json_schema_extra=_without_inherited_keys)
 
     name: str = ""
     """The objective's name in status, the report and `export --rule` (letters, digits, _;

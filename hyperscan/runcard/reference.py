@@ -155,7 +155,10 @@ def _rows(
     """Table rows of ``model``'s keys under ``prefix``; ``merged``: the keys of an entry of a
     mapping whose default fills in what an entry leaves out (``preprocessing``)."""
     rows = []
+    taken = model.model_json_schema()["properties"]  # without inherited keys a model refuses
     for name, field in model.model_fields.items():
+        if name not in taken:
+            continue
         path = f"{prefix}.{name}" if prefix else name
         rows.append(
             f"| `{path}` | {_field_type(field)} | {_default(field, long, path, merged)} "

@@ -14,6 +14,7 @@ from contextlib import suppress
 import optuna
 from optuna.trial import TrialState
 
+from hyperscan.scan._quiet import quiet_optuna
 from hyperscan.scan._study import ScanError
 from hyperscan.scan.storage import (
     JOURNAL_PREFIX,
@@ -91,6 +92,7 @@ def salvage_copy(
         return _write_copy(salvage.storage, to_url, name, new_name), salvage
 
 
+@quiet_optuna()
 def _write_copy(
     source: optuna.storages.BaseStorage, to_url: str, name: str, new_name: str
 ) -> optuna.Study:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """`hyperscan export --rule`: one trial chosen from a multi-objective study's Pareto front by
-a rule a physicist states, e.g. NNPDF's "min chi2 within 0.05 of best, then max phi2".
+a rule a physicist states, e.g. NNPDF's "min chi2 within 0.05 of best, then min phi2".
 
 Grammar (docs/objectives.md), case-sensitive names, words in any case::
 

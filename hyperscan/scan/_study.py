@@ -21,6 +21,7 @@ from hyperscan.runcard import (
     dump_runcard,
     parse_scan_runcard,
 )
+from hyperscan.scan._quiet import quiet_optuna
 from hyperscan.scan.storage import (
     describe_error,
     errors_described,
@@ -167,6 +168,7 @@ def checked_data(runcard: ScanRuncard, source: str = "<runcard>") -> Problem:
     return problem
 
 
+@quiet_optuna()
 def create_study(
     runcard: ScanRuncard,
     storage: BaseStorage,

@@ -19,6 +19,7 @@ from hyperscan.fit import TrialBatch, stop_on_signals
 from hyperscan.runcard import ScanRuncard
 from hyperscan.scan._limits import WorkerLimits
 from hyperscan.scan._objective import Objective
+from hyperscan.scan._quiet import quiet_optuna
 from hyperscan.scan._scheduler import OneTrial, Runner, run_trials
 from hyperscan.scan._status import finished_trials
 from hyperscan.scan._study import StudySetup, open_study, study_problem
@@ -85,6 +86,7 @@ def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
     return (number, len(study.get_trials(deepcopy=False)))
 
 
+@quiet_optuna()
 def run_worker(
     study_name: str,
     storage: BaseStorage,

@@ -42,5 +42,8 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LOADED_ON_USE:
+        from hyperscan._tensorflow import ensure_configured
+
+        ensure_configured()
         return getattr(importlib.import_module("hyperscan.score._score"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

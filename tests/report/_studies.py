@@ -14,6 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import optuna  # noqa: E402
+import yaml  # noqa: E402
 from optuna.distributions import (  # noqa: E402
     CategoricalDistribution,
     FloatDistribution,
@@ -21,7 +22,7 @@ from optuna.distributions import (  # noqa: E402
 )
 from optuna.trial import TrialState  # noqa: E402
 
-from hyperscan.runcard import load_scan_runcard  # noqa: E402
+from hyperscan.runcard import load_scan_runcard, scan_runcard_from_dict  # noqa: E402
 from hyperscan.scan import open_storage  # noqa: E402
 from hyperscan.scan._study import create_study  # noqa: E402
 from hyperscan.score._statistics import summary  # noqa: E402
@@ -138,6 +139,32 @@ def build_study(
     for number, state in enumerate(states):
         trial = _trial(number, rng, state, card)
         trial.user_attrs["fit"].update((fits or {}).get(number, {}))
+        study.add_trial(trial)
+    return str(path)
+
+
+#: Two objectives of the quickstart scan that pull apart: the worst replica maximised, the mean
+#: minimised.
+TWO_OBJECTIVES = [
+    {"name": "worst", "statistic": "max", "direction": "maximize"},
+    {"name": "mean", "statistic": "mean"},
+]
+
+
+def build_multi_study(path: Path, name: str, values: list[tuple[float, float]]) -> str:
+    """A journal storage at ``path`` with a multi-objective study (the quickstart runcard with
+    ``TWO_OBJECTIVES``, no pruner) and a complete trial of each of ``values``; returns the
+    storage URL."""
+    data = yaml.safe_load(QUICKSTART.read_text(encoding="utf-8"))
+    data["scan"]["objective"] = {"objectives": TWO_OBJECTIVES}
+    del data["scan"]["pruner"]
+    card = scan_runcard_from_dict(data)
+    storage = open_storage(str(path), create=True)
+    study, _ = create_study(card, storage, name, source=str(QUICKSTART))
+    rng = np.random.default_rng(0)
+    for number, pair in enumerate(values):
+        trial = _trial(number, rng, TrialState.COMPLETE, card)
+        trial.values = list(pair)
         study.add_trial(trial)
     return str(path)
 

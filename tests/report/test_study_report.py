@@ -14,7 +14,7 @@ import numpy as np
 import optuna
 import pytest
 from _chromium import Chromium
-from _studies import REPO, WORKERS, build_study, mixed_states
+from _studies import REPO, WORKERS, build_multi_study, build_study, mixed_states
 from click.testing import CliRunner
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
@@ -531,3 +531,21 @@ def test_a_study_without_ensemble_figures_says_so(tmp_path):
     study, storage = _plain_study(tmp_path)
     text = study_report(study, storage)
     assert "No complete trial stored ensemble figures of merit" in text
+
+
+def test_a_multi_objective_report_shows_its_front_not_a_best(tmp_path):
+    """`study status` and `export` say a multi-objective study has no single best trial: the
+    page's summary names its Pareto front instead, as status does, and the best-trials table
+    says it ranks by the first objective and that `export` needs a rule."""
+    # worst maximised, mean minimised: trials 0 and 1 are the front, 2 and 3 are beaten by 0
+    storage = build_multi_study(
+        tmp_path / "s.journal", "multi", [(3.0, 1.0), (4.0, 2.0), (2.0, 1.5), (1.0, 3.0)]
+    )
+    text = study_report(load_study(open_storage(storage), "multi"), storage)
+    summary = text[text.index('<table class="kv">') :]
+    summary = html.unescape(summary[: summary.index("</table>")])
+    assert "<th>Pareto front</th><td>2 trials: 0, 1</td>" in summary
+    assert "<th>best</th>" not in summary
+    assert "(higher is better)" in summary  # the first objective, which the page shows
+    best = html.unescape(text[text.index('<section id="best">') :])
+    assert "Ranked by the first objective: a multi-objective study has no single best" in best

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.runcard.reference import COMMAND, SCHEMA_FILE, documents, json_schema
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,3 +87,49 @@ def test_the_schema_knows_every_key_of_the_shipped_runcards(path: Path) -> None:
     assert schema["additionalProperties"] is False
     assert _unknown_keys(yaml.safe_load(path.read_text()), schema, schema["$defs"], "") == []
     assert _unknown_keys({"epoch": 1}, schema, schema["$defs"], "") == ["epoch"]
+
+
+#: For each key the reference lists for an objective of a multi-objective scan, an entry that
+#: gives it a value other than its default (and what that value needs beside it).
+_ENTRY_EXAMPLES: dict[str, dict[str, Any]] = {
+    "loss": {"loss": "logp"},
+    "phi_squared": {"loss": "phi2", "phi_squared": True},
+    "chi2": {"chi2": "held_out"},
+    "statistic": {"statistic": "median"},
+    "std_weight": {"statistic": "mean_plus_std", "std_weight": 2},
+    "replica_statistic": {"loss": "chi2", "replica_statistic": "best_worst"},
+    "fold_statistic": {"fold_statistic": "max"},
+    "penalties": {"loss": "chi2", "penalties": ["saturation"]},
+    "penalties_in_loss": {"loss": "chi2", "penalties": ["patience"], "penalties_in_loss": True},
+    "name": {"name": "mine"},
+    "direction": {"direction": "maximize"},
+}
+
+
+def _listed(prefix: str) -> set[str]:
+    """The keys docs/runcard.md lists right below ``prefix``."""
+    rows = re.findall(rf"^\| `{re.escape(prefix)}\.(\w+)` \|", documents()["runcard.md"], re.M)
+    return set(rows)
+
+
+def test_every_key_listed_for_an_objective_entry_is_taken() -> None:
+    """The reference lists for `objectives[]` only what an entry takes: not the trial's
+    shared keys (`best_fraction`, `threshold`) that it inherits but refuses."""
+    listed = _listed("scan.objective.objectives[]")
+    assert listed == set(_ENTRY_EXAMPLES)
+    entries = json_schema()["$defs"]["ObjectiveEntry"]["properties"]
+    assert set(entries) == listed
+    for key in sorted(listed):
+        card = {
+            "data": {"closure": {"size": "tiny", "level": 1}},
+            "scan": {
+                "folds": [["A"], ["B"]],
+                "pruner": {"name": "none"},
+                "space": {"parameters": {"epochs": {"low": 100, "high": 200}}},
+                "objective": {
+                    "objectives": [{"name": "other", "loss": "phi2"}, _ENTRY_EXAMPLES[key]]
+                },
+            },
+        }
+        entry = scan_runcard_from_dict(card).scan.objective.objectives[1]
+        assert key in entry.model_fields_set, key

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import subprocess
 import sys
@@ -85,10 +86,14 @@ def study_with_trials(tmp_path):
     return storage
 
 
+def _docs_example() -> str:
+    (code,) = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "api.md").read_text(), re.S)
+    return code
+
+
 def test_the_example_in_the_docs_runs(tmp_path, monkeypatch):
     """The code block of docs/api.md, as it stands, against the quickstart runcard."""
-    text = (ROOT / "docs" / "api.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", text, re.S)
+    code = _docs_example()
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
     monkeypatch.setattr("tempfile.mkdtemp", lambda: str(tmp_path))
@@ -98,6 +103,35 @@ def test_the_example_in_the_docs_runs(tmp_path, monkeypatch):
     assert sum(namespace["status"].counts.values()) == 2
     assert (tmp_path / "best.yml").read_text() == namespace["best"].text
     assert len(namespace["result"].status) == 2  # the quickstart's two replicas
+
+
+#: What TensorFlow, absl and Optuna print at INFO: absl's "I0000 00:00:..." lines (oneDNN, the
+#: CUDA probe, XLA's service), its notice before absl::InitializeLog, Optuna's "[I 2026-...]".
+_INFO_LINES = re.compile(
+    r"^(I\d{4} |\[I \d{4}-|WARNING: All log messages before absl)|oneDNN", re.M
+)
+
+
+def test_the_example_in_the_docs_is_quiet(tmp_path):
+    """A script is as quiet as the command line: TensorFlow is imported the way the CLI imports
+    it (unless the script did it first), and Optuna's INFO lines stay out of hyperscan's calls.
+    The example, with one short trial, in a fresh process."""
+    code = _docs_example()
+    short = code.replace('"epochs": 200', '"epochs": 20').replace("n_trials=2", "n_trials=1")
+    assert '"epochs": 200' not in short and "n_trials=2" not in short
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "TF_XLA_FLAGS")}
+    env.update(CUDA_VISIBLE_DEVICES="-1", TMPDIR=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", short],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1 trials" in done.stdout
+    assert not _INFO_LINES.search(done.stderr), done.stderr
 
 
 def test_import_hyperscan_loads_neither_optuna_nor_tensorflow():

@@ -179,6 +179,17 @@ def test_a_rule_chooses_from_a_hand_built_front(rule, chosen):
     assert parse_rule(rule, ("chi2", "phi2")).choose(FRONT) == chosen
 
 
+def test_export_help_shows_the_documented_rule():
+    """The phi2 trial value is 1/φ, minimised: a large φ is `min phi2`, as docs/objectives.md
+    says, and so must the example in `export --help`."""
+    rule = "min chi2 within 0.05 of best, then min phi2"
+    shown = cli("export", "--help")
+    assert shown.exit_code == 0, shown.output
+    assert f'"{rule}"' in " ".join(shown.stdout.split())
+    docs = Path(__file__).resolve().parents[2] / "docs" / "objectives.md"
+    assert rule in docs.read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize(
     ("rule", "message"),
     [

@@ -163,7 +163,7 @@ def _spread(trials: Trials, card: ScanRuncard | None, label: str) -> str:
     )
 
 
-def _best(name: str, trials: Trials, card: ScanRuncard | None, top: int) -> str:
+def _best(name: str, trials: Trials, card: ScanRuncard | None, top: int, multi: bool) -> str:
     if not trials.complete:
         return (
             "<p>None: no trial is complete, so there is nothing to rank, and "
@@ -180,10 +180,22 @@ def _best(name: str, trials: Trials, card: ScanRuncard | None, top: int) -> str:
         "discard the replica; up to <code>scan.divergence.max_pos_veto</code>, if set); "
         "their χ² counts in the trial value all the same. Best "
         "epoch: the median over the members that have one, with how many do when a "
-        f"member has none. <code>hyperscan export --study {escape(name)}</code> "
-        f"writes the best as a fit runcard, with <code>--trial N</code> any other."
+        f"member has none. {_export_note(name, multi)}"
         f"{escape(folds_note(card))}</p>" + best_table(trials, chi2, top, card)
     )
+
+
+def _export_note(name: str, multi: bool) -> str:
+    """What `hyperscan export` writes: a multi-objective study has no best to write, so the
+    table ranks by its first objective only."""
+    command = f"<code>hyperscan export --study {escape(name)}</code>"
+    if multi:
+        return (
+            "Ranked by the first objective: a multi-objective study has no single best. "
+            f"{command} with <code>--rule</code> writes a trial of its Pareto front, with "
+            "<code>--trial N</code> any other."
+        )
+    return f"{command} writes the best as a fit runcard, with <code>--trial N</code> any other."
 
 
 def _workers(trials: Trials, now: datetime.datetime) -> str:
@@ -263,6 +275,7 @@ def study_report(
     sentence, label = objective_text(card)
     best = trials.ranked[0] if trials.complete else None
     name = study.study_name
+    front = [t.number for t in study.best_trials] if many else None
     with style():  # the figures' look, read as their artists are made
         sections = {
             "history": _history(trials, sentence, label),
@@ -270,15 +283,13 @@ def study_report(
             "merits": _merits(trials, card, best),
             "importances": _importances(study, trials),
             "spread": _spread(trials, card, label),
-            "best": _best(name, trials, card, top),
+            "best": _best(name, trials, card, top, front is not None),
             "workers": _workers(trials, now),
-            "front": front_section(trials, [t.number for t in study.best_trials], card)
-            if many
-            else "",
+            "front": "" if front is None else front_section(trials, front, card),
         }
     summary = "".join(
         f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
-        for k, v in summary_rows(study, url, card, trials, counts)
+        for k, v in summary_rows(study, url, card, trials, counts, front)
     )
     title = f"hyperscan report: {name}"
     return _template().substitute(

@@ -220,22 +220,36 @@ def real_sets(card: ScanRuncard) -> int:
     return len(card.fit.data.real.datasets) if selected == "all" else len(selected)
 
 
+def _best_row(trials: Trials, front: Sequence[int] | None) -> tuple[str, str]:
+    """The best trial; for a multi-objective study its Pareto front (``front``), as `study
+    status` shows it: such a study has no single best."""
+    if front is not None:
+        if not front:
+            return "Pareto front", "none yet: no trial is complete"
+        listed = ", ".join(str(number) for number in sorted(front))
+        return "Pareto front", f"{len(front)} trial{'' if len(front) == 1 else 's'}: {listed}"
+    if not trials.complete:
+        return "best", "none: no trial is complete"
+    best = trials.ranked[0]
+    return "best", f"trial {best.number}, value {best.value:.6g}"
+
+
 def summary_rows(
-    study: optuna.Study, url: str, card: ScanRuncard | None, trials: Trials, counts: dict
+    study: optuna.Study,
+    url: str,
+    card: ScanRuncard | None,
+    trials: Trials,
+    counts: dict,
+    front: Sequence[int] | None = None,
 ) -> list[tuple[str, str]]:
+    """The summary table; ``front``: a multi-objective study's Pareto front, by trial number."""
     sentence, _ = objective_text(card)
-    best = trials.ranked[0] if trials.complete else None
     finished = sum(counts.get(s, 0) for s in ("complete", "pruned", "trashed"))
     rows = [
         ("study", study.study_name),
         ("storage", url),
-        ("trial value", sentence + " (lower is better)"),
-        (
-            "best",
-            "none: no trial is complete"
-            if best is None
-            else f"trial {best.number}, value {best.value:.6g}",
-        ),
+        ("trial value", f"{sentence} ({'higher' if trials.sign < 0 else 'lower'} is better)"),
+        _best_row(trials, front),
         (
             "trials",
             ", ".join(f"{counts.get(s, 0)} {s}" for s in STATE_ORDER)
