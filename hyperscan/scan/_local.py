@@ -132,7 +132,6 @@ def worker_process(study: str, url: str, threads: int, slots: Slots, salt: int) 
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         configure_tensorflow(threads=threads)
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
         # as `hyperscan worker` reads them, for a scan's workers to match a cluster's
         timing = {
             key: int(os.environ[variable])
