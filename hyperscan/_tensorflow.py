@@ -4,6 +4,7 @@ device and a thread count: for the CLI, the workers `hyperscan scan` starts, and
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata
 import os
 import platform
@@ -11,6 +12,7 @@ import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from hyperscan._files import cache_root
 
@@ -164,3 +166,11 @@ def ensure_configured() -> None:
     unless the caller (a script, or a command) has imported it already, configured its way."""
     if "tensorflow" not in sys.modules:
         configure_tensorflow()
+
+
+def loaded_on_use(module: str, name: str) -> Any:
+    """``name`` of a module that imports TensorFlow, for a package's ``__getattr__``: the
+    package stays light until a name that needs TensorFlow is used, which then imports it
+    quietly (:func:`ensure_configured`)."""
+    ensure_configured()
+    return getattr(importlib.import_module(module), name)

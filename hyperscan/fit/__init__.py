@@ -119,10 +119,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _TENSORFLOW:
-        import importlib
+        from hyperscan._tensorflow import loaded_on_use
 
-        from hyperscan._tensorflow import ensure_configured
-
-        ensure_configured()
-        return getattr(importlib.import_module(f"{__name__}.{_TENSORFLOW[name]}"), name)
+        return loaded_on_use(f"{__name__}.{_TENSORFLOW[name]}", name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,6 @@ TensorFlow), loads on first use: a study's status and labels stay light.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from hyperscan.score._closure import (
@@ -42,8 +41,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in _LOADED_ON_USE:
-        from hyperscan._tensorflow import ensure_configured
+        from hyperscan._tensorflow import loaded_on_use
 
-        ensure_configured()
-        return getattr(importlib.import_module("hyperscan.score._score"), name)
+        return loaded_on_use("hyperscan.score._score", name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

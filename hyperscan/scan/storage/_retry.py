@@ -154,8 +154,7 @@ class RecordingRetries:
         except OSError as error:
             partial.unlink(missing_ok=True)
             raise StorageError(
-                f"cannot keep the result of trial {number} in {folder}: "
-                f"{error.strerror or error}"
+                f"cannot keep the result of trial {number} in {folder}: {error.strerror or error}"
             ) from None
         self._recording[trial_id] = (number, path)
         return path
