@@ -41,7 +41,10 @@ class TrialRecord:
     state: str
     value: float | None = None
     params: dict[str, Any] = field(default_factory=dict)
-    seconds: float | None = None  # the fit's, when it ran to the end
+    #: From the trial's start to its end, for a trial whose fit ran: the fit, its scoring and
+    #: its writes (a slot's trial also waits for others ending at the same sync), not the fit
+    #: alone, which would hide them.
+    seconds: float | None = None
     trashed: str | None = None  # why it was trashed
     requeued: bool = False  # failed because its worker stopped, and queued again
     retry_of: int | None = None  # the trial a queued trial repeats
@@ -63,11 +66,18 @@ def trial_record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
         value=trial.values[0] if complete and len(trial.values) == 1 else None,
         values=tuple(trial.values) if complete and len(trial.values) > 1 else None,
         params=dict(trial.params),
-        seconds=trial.user_attrs.get("fit", {}).get("seconds"),
+        seconds=_duration(trial),
         trashed=reason,
         requeued=requeued(trial),
         retry_of=None if repeats is None else repeats[0],
     )
+
+
+def _duration(trial: optuna.trial.FrozenTrial) -> float | None:
+    ran = "fit" in trial.user_attrs
+    if not ran or trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    return (trial.datetime_complete - trial.datetime_start).total_seconds()
 
 
 def started_record(trial: optuna.Trial, params: dict[str, Any]) -> TrialRecord:

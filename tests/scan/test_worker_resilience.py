@@ -3,6 +3,7 @@ still ran, a storage outage mid-trial, dead workers' trials in a study whose bud
 
 from __future__ import annotations
 
+import datetime
 import logging
 import multiprocessing
 import threading
@@ -20,7 +21,7 @@ from optuna.storages import RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from hyperscan.cli import main
-from hyperscan.cli._render import event_line, status_text, trial_start_line
+from hyperscan.cli._render import event_line, status_text, trial_line, trial_start_line
 from hyperscan.data import load_problem
 from hyperscan.runcard import scan_runcard_from_dict
 from hyperscan.scan import (
@@ -33,7 +34,7 @@ from hyperscan.scan import (
     retries,
 )
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._local import start_workers, started_record, supervise
+from hyperscan.scan._local import start_workers, started_record, supervise, trial_record
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._status import study_status
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR, create_study, open_study
@@ -459,3 +460,13 @@ def test_a_retry_of_a_lost_workers_trial_names_the_trial_it_repeats():
         trial_start_line(started_record(third, {}))
         == f"trial {third.number} started (retry of trial 1): {{}}"
     )
+
+
+def test_a_trial_is_said_to_take_its_whole_time_not_its_fit_alone():
+    """A slot's trial waits for its own writes and for those of the trials that ended at the
+    same sync: its line says the time it was RUNNING (59 s), not its fit's (34 s)."""
+    end = datetime.datetime(2026, 12, 6, 12, 0, 59)
+    trial = optuna.trial.create_trial(value=1.0, user_attrs={"fit": {"seconds": 34.0}})
+    trial.datetime_start, trial.datetime_complete = end - datetime.timedelta(seconds=59), end
+    trial.number = 4
+    assert trial_line(trial_record(trial), with_params=False) == "trial 4: 1.0000 in 59 s"
