@@ -223,7 +223,8 @@ def _floats(values: Sequence[float] | None) -> list[float] | None:
 
 
 def _recording(trial: optuna.Trial) -> RecordingRetries | None:
-    """The storage of ``trial`` if it keeps results through outages; None for the journal."""
+    """The storage of ``trial`` if it keeps results until they are written (PostgreSQL, the
+    journal); None for one that does not (Optuna's in-memory storage)."""
     backend = backend_storage(study_storage(trial.study))
     return backend if isinstance(backend, RecordingRetries) else None
 
@@ -231,7 +232,7 @@ def _recording(trial: optuna.Trial) -> RecordingRetries | None:
 def record_with_retries(trial: optuna.Trial, record: dict[str, Any]) -> Path | None:
     """Keep a finished trial's result (``record``, JSON) on local disk and retry the writes
     that record it through an outage (see :class:`RecordingRetries`); None, and no retries,
-    for a storage without outages to wait out (the journal file)."""
+    for a storage that keeps no results (Optuna's in-memory one)."""
     storage = _recording(trial)
     if storage is None:
         return None
