@@ -140,13 +140,6 @@ def output_file_option(description: str) -> OptionDecorator:
     )
 
 
-def quiet_optuna() -> None:
-    """Optuna logs every trial; hyperscan prints its own summaries."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
 def fail(message: str) -> NoReturn:
     """A user mistake: one clear message, exit code 2, no traceback."""
     click.echo(f"error: {message}", err=True)

@@ -14,7 +14,6 @@ from hyperscan.cli._common import (
     folder_path,
     force_option,
     output_file_option,
-    quiet_optuna,
     storage_option,
     study_option,
     user_errors,
@@ -49,7 +48,6 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
     check_not_an_input(output, storage)
     check_target(output, force)
     check_folder_exists(output)
-    quiet_optuna()
     from hyperscan.report import ReportError, study_report
     from hyperscan.scan import reading_study, storage_location, write_atomically
 

@@ -27,7 +27,6 @@ from hyperscan.cli._common import (
     grace_period_option,
     not_blank,
     output_file_option,
-    quiet_optuna,
     runcard_argument,
     slots_option,
     storage_option,
@@ -130,7 +129,6 @@ def worker(
       hyperscan worker --study dis --device gpu:0 --slots 16   # 16 trials at once
     """
     started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
-    quiet_optuna()
     from hyperscan.runcard import MAX_THREADS
     from hyperscan.scan import open_study  # no TensorFlow yet
 
@@ -319,7 +317,6 @@ def export(
     check_not_an_input(output, storage)
     check_target(output, force)
     check_folder_exists(output)
-    quiet_optuna()
     from hyperscan.scan import open_study
 
     with user_errors():
@@ -396,7 +393,6 @@ def dashboard(
     Example (on a login node, seen through `ssh -L 8080:localhost:8080 login`):
       hyperscan dashboard --storage postgresql://user@db/scans
     """
-    quiet_optuna()
     from hyperscan.scan import dashboard_app, open_storage, serve_dashboard
 
     with user_errors():
@@ -464,7 +460,6 @@ def scan(
       hyperscan scan studies/quickstart-scan.yml --workers 1 --slots 8
     """
     load_scan_runcard(runcard)
-    quiet_optuna()
     from hyperscan.scan import ScanError, run_scan
     from hyperscan.scan.results import ScanPlan
 

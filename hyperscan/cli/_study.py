@@ -11,7 +11,6 @@ from hyperscan.cli._common import (
     fail,
     grace_period_option,
     not_blank,
-    quiet_optuna,
     runcard_argument,
     storage_option,
     study_option,
@@ -61,7 +60,6 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
       hyperscan study create studies/quickstart-scan.yml --storage postgresql://user@db/scans
     """
     load_scan_runcard(runcard)
-    quiet_optuna()
     from hyperscan.scan import create_study
 
     with user_errors():
@@ -106,7 +104,6 @@ def study_create(runcard: Path, storage: str | None, name: str | None) -> None:
 )
 def study_status(name: str, storage: str | None, grace_period: int, as_json: bool) -> None:
     """Trials by state, the best trial and its replica statistics, running trials."""
-    quiet_optuna()
     from hyperscan.scan import open_study
 
     with user_errors():
@@ -121,7 +118,6 @@ def study_status(name: str, storage: str | None, grace_period: int, as_json: boo
 @storage_option
 def study_list(storage: str | None) -> None:
     """The studies in the storage: each one's trials by state, budget and best value."""
-    quiet_optuna()
     from hyperscan.scan import list_studies, storage_location
 
     with user_errors():
@@ -173,7 +169,6 @@ def study_copy(
       hyperscan study copy --salvage --from damaged.journal --to saved.journal \\
           --study quickstart-scan
     """
-    quiet_optuna()
     from hyperscan.scan import copy_study, salvage_study, storage_location
 
     with user_errors():

@@ -29,15 +29,17 @@ from hyperscan.scan.storage import (
 _logger = logging.getLogger(__name__)
 
 
+def trial_duration(trial: FrozenTrial) -> float | None:
+    """Seconds from the trial's start to its end; None while it runs or waits."""
+    if trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    return (trial.datetime_complete - trial.datetime_start).total_seconds()
+
+
 def trial_seconds(trials: Iterable[FrozenTrial]) -> list[float]:
     """Wall-clock durations of the COMPLETE trials among ``trials`` (pruned ones end early)."""
-    return [
-        (trial.datetime_complete - trial.datetime_start).total_seconds()
-        for trial in trials
-        if trial.state == TrialState.COMPLETE
-        and trial.datetime_start is not None
-        and trial.datetime_complete is not None
-    ]
+    durations = (trial_duration(t) for t in trials if t.state == TrialState.COMPLETE)
+    return [seconds for seconds in durations if seconds is not None]
 
 
 def expected_trial_seconds(own: list[float], study: list[float]) -> float | None:
@@ -124,7 +126,7 @@ class WorkerLimits:
         """Count a trial this worker told the study; whether to take no more."""
         self.done += 1
         self.requeued += was_requeued(trial)
-        self.storage_errors = 0
+        self.storage_answered()
         self.own.extend(trial_seconds([trial]))
         if self.on_trial is not None:
             self.on_trial(trial)

@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 
 from hyperscan._tensorflow import configure_tensorflow
 from hyperscan.runcard import Slots
+from hyperscan.scan._limits import trial_duration
 from hyperscan.scan._trial_attrs import repeated, requeued, trashed
 from hyperscan.scan.storage import (
     describe_error,
@@ -66,18 +67,11 @@ def trial_record(trial: optuna.trial.FrozenTrial) -> TrialRecord:
         value=trial.values[0] if complete and len(trial.values) == 1 else None,
         values=tuple(trial.values) if complete and len(trial.values) > 1 else None,
         params=dict(trial.params),
-        seconds=_duration(trial),
+        seconds=trial_duration(trial) if "fit" in trial.user_attrs else None,
         trashed=reason,
         requeued=requeued(trial),
         retry_of=None if repeats is None else repeats[0],
     )
-
-
-def _duration(trial: optuna.trial.FrozenTrial) -> float | None:
-    ran = "fit" in trial.user_attrs
-    if not ran or trial.datetime_start is None or trial.datetime_complete is None:
-        return None
-    return (trial.datetime_complete - trial.datetime_start).total_seconds()
 
 
 def started_record(trial: optuna.Trial, params: dict[str, Any]) -> TrialRecord:
