@@ -32,8 +32,10 @@ from hyperscan.scan.storage import (
     describe_error,
     drop_result,
     fail_stale_trials,
+    give_back_lost_takes,
     overtaken,
     requeue_cut_short,
+    taking,
     transient_error,
     trial_id,
 )
@@ -119,7 +121,7 @@ def run_trials(
             RUNNING would wait out the grace period, and fill the budget meanwhile."""
             while True:
                 try:
-                    requeue_cut_short(study, cut_short)
+                    requeue_cut_short(study, cut_short, needed=limits.room_for_one)
                 except Exception as error:
                     limits.wait_out(error)  # raises once the schedule is spent
                 else:
@@ -196,10 +198,11 @@ def _fill(
     # What Optuna's optimize does before each trial it asks for: a dead worker's trial is
     # failed and queued again, so that a worker takes it.
     fail_stale_trials(study, requeue=True)
+    give_back_lost_takes(study)  # what this worker's failed asks took
     halted = False
     while runner.free_slots and not halted and limits.may_take(len(slots)):
         try:
-            with asking_outside_optimize():
+            with asking_outside_optimize(), taking(study):
                 trial = study.ask()
         except BudgetSpent:
             return True, True

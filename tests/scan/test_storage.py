@@ -42,11 +42,13 @@ from hyperscan.scan.storage import (
     NoSchemaError,
     StorageError,
     describe_error,
+    give_back_lost_takes,
     load_study,
     open_storage,
     redact,
     resolve_url,
     study_names,
+    taking,
     transient_error,
 )
 from hyperscan.scan.storage._errors import CAUSES
@@ -307,6 +309,84 @@ def test_journal_heartbeat_fails_stale_trials_and_requeues(tmp_path):
 
     study.tell(alive, 0.5)
     assert list(beat_file.iterdir()) == []  # a finished trial leaves no heartbeat file behind
+
+
+def test_a_trial_that_never_beat_goes_stale_after_the_grace_period(backend_url):
+    """A worker killed between its ask and its first beat, or whose ask lost its answer to an
+    outage, leaves a RUNNING trial with no heartbeat: Optuna's PostgreSQL storage never fails
+    it; ours does, after the grace period from its start, as the journal does."""
+    storage = open_storage(backend_url, create=True, heartbeat_interval=1, grace_period=2)
+    study = optuna.create_study(study_name="s", storage=storage)
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+    silent, alive = study.ask(), study.ask()
+    storage.record_heartbeat(alive._trial_id)
+    assert storage._get_stale_trial_ids(study._study_id) == []
+    deadline = time.monotonic() + 2.6
+    while time.monotonic() < deadline:
+        storage.record_heartbeat(alive._trial_id)
+        time.sleep(0.2)
+    assert storage._get_stale_trial_ids(study._study_id) == [silent._trial_id]
+
+
+class _Outage:
+    """Fails one call, as a database that goes down then does: the first after `arm`."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, after: bool):
+        self.armed = False
+        original = getattr(owner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if not self.armed:
+                return original(*args, **kwargs)
+            self.armed = False
+            if after:
+                original(*args, **kwargs)
+            raise StorageInternalError("server closed the connection unexpectedly")
+
+        monkeypatch.setattr(owner, name, call)
+
+
+# A journal's append lands or fails in the worker: only a database can lose a commit's answer.
+@pytest.mark.parametrize(
+    ("backend", "lost"), [("journal", "answer"), ("postgresql", "answer"), ("postgresql", "commit")]
+)
+def test_a_trial_taken_by_a_failed_ask_is_queued_again(
+    request, tmp_path, monkeypatch, caplog, backend, lost
+):
+    """The database goes down as an ask takes a trial: after its take (the trial's sampling
+    fails) or as the new trial commits (the ask's answer is lost). The trial is RUNNING with
+    no worker; given back, it is queued again and the next ask takes it, a queued copy with
+    its parameters and a new trial alike."""
+    if backend == "journal":
+        url = str(tmp_path / DEFAULT_STORAGE)
+    else:
+        url = request.getfixturevalue("postgres_url")
+    storage = open_storage(url, create=True, heartbeat_interval=1, grace_period=60)
+    study = optuna.create_study(study_name="s", storage=storage)
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+    study.enqueue_trial({"x": 0.25})
+    if lost == "answer":
+        outage = _Outage(monkeypatch, study.sampler, "before_trial", after=False)
+    else:
+        outage = _Outage(monkeypatch, RDBStorage, "_create_new_trial", after=True)
+        study.ask()  # takes the queued trial: the next ask creates one
+    for _ in range(2 if lost == "answer" else 1):  # the queued trial, then a new one
+        outage.armed = True
+        with pytest.raises(StorageInternalError), taking(study):
+            study.ask()
+        (running,) = [t for t in study.get_trials() if t.state == TrialState.RUNNING][-1:]
+        with caplog.at_level(logging.WARNING):
+            give_back_lost_takes(study)
+        assert f"trial {running.number}: taken by an ask the storage failed" in caplog.text
+        assert study.get_trials()[running.number].state == TrialState.WAITING
+        give_back_lost_takes(study)  # once only
+        assert caplog.text.count(f"trial {running.number}: taken") == 1
+        trial = study.ask()
+        assert trial.number == running.number
+        if running.number == 0:
+            assert trial.suggest_float("x", 0.0, 1.0) == 0.25
+        study.tell(trial, 1.0)
+    assert [t.state for t in study.get_trials()][-1] == TrialState.COMPLETE
 
 
 def _has_heartbeat(storage: Any, url: str, trial_id: int) -> bool:

@@ -51,7 +51,7 @@ from hyperscan.scan.storage._retry import (
 )
 from hyperscan.scan.storage._salvage import Salvage, salvage_journal
 from hyperscan.scan.storage._stale import fail_stale_trials, requeue_cut_short, stale_trial_ids
-from hyperscan.scan.storage._take import BudgetSpent, gate_takes
+from hyperscan.scan.storage._take import BudgetSpent, gate_takes, give_back_lost_takes, taking
 from hyperscan.scan.storage._url import journal_path, resolve_url, storage_file, storage_url
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "explained_storage_errors",
     "fail_stale_trials",
     "gate_takes",
+    "give_back_lost_takes",
     "journal_path",
     "load_study",
     "open_storage",
@@ -90,6 +91,7 @@ __all__ = [
     "storage_url",
     "study_names",
     "study_storage",
+    "taking",
     "transient_error",
     "trial_id",
     "wait_for_storage",

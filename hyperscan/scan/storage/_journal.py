@@ -124,7 +124,8 @@ class HeartbeatJournalStorage(
         create = super().create_new_trial
         if template_trial is not None:
             return create(study_id, template_trial)
-        return self._take(study_id, lambda: create(study_id, template_trial))
+        # An append either lands or fails here: no token is needed to find what it created.
+        return self._created(lambda _: self._take(study_id, lambda: create(study_id, None)))
 
     def get_heartbeat_interval(self) -> int:
         return self._heartbeat_interval

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy
@@ -19,7 +20,7 @@ from hyperscan.scan.storage._errors import describe_error
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
-from hyperscan.scan.storage._take import TAKEN, GatedTakes
+from hyperscan.scan.storage._take import TAKEN, GatedTakes, marked_new_trial
 from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_connect_args
 
 # Any constants work; they only have to be the same for every hyperscan process.
@@ -62,7 +63,31 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
         create = super()._create_new_trial
         if template_trial is not None:
             return create(study_id, template_trial)
-        return self._take(study_id, lambda: create(study_id, template_trial))
+        # Marked with the ask's token: if the database goes down as it commits, the worker
+        # finds the trial it may have created, to give it back.
+        return self._created(
+            lambda token: self._take(
+                study_id,
+                lambda: create(study_id, None if token is None else marked_new_trial(token)),
+            )
+        )
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        """As Optuna's, and, as the journal does, a RUNNING trial that never beat and started
+        more than the grace period ago: its worker died between its ask and its first beat,
+        or lost the ask's answer (Optuna leaves such a trial RUNNING for ever)."""
+        stale = super()._get_stale_trial_ids(study_id)
+        never_beat = sqlalchemy.text(
+            "SELECT t.trial_id FROM trials t"
+            " LEFT JOIN trial_heartbeats h ON h.trial_id = t.trial_id"
+            " WHERE t.study_id = :study AND t.state = 'RUNNING' AND h.trial_id IS NULL"
+            " AND t.datetime_start < :started"
+        )
+        # Optuna writes datetime_start in the worker's local time, naive.
+        started = datetime.now() - timedelta(seconds=self.grace_period)
+        with self.engine.connect() as connection:
+            rows = connection.execute(never_beat, {"study": study_id, "started": started})
+            return stale + [row[0] for row in rows if row[0] not in stale]
 
     def record_heartbeat(self, trial_id: int) -> None:
         try:

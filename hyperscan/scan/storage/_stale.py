@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
 from contextlib import suppress
 
 import optuna
@@ -15,6 +16,7 @@ from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan._trial_attrs import WORKER_ATTR
+from hyperscan.scan.storage._take import TAKEN
 
 _logger = logging.getLogger(__name__)
 
@@ -78,10 +80,16 @@ def fail_stale_trials(
                 )
 
 
-def requeue_cut_short(study: optuna.Study, trial_id: int) -> None:
+def requeue_cut_short(
+    study: optuna.Study, trial_id: int, needed: Callable[[int], bool] | None = None
+) -> None:
     """Re-queue at once a trial a storage outage cut short: its worker knows it is lost, so it
     need not wait for the grace period. Still RUNNING (its result could not be written), it is
-    failed first; FAIL already (Optuna failed it on the error), it is queued unless a copy is."""
+    failed first; FAIL already (Optuna failed it on the error), it is queued unless a copy is.
+
+    ``needed``, told how many trials are finished or running, says whether the budget still
+    needs a copy: while the outage lasted, other workers may have taken the budget's trials,
+    and a copy nobody takes would stay queued (None: always re-queue)."""
     storage = study._storage
     trial = storage.get_trial(trial_id)
     if trial.state == TrialState.RUNNING:
@@ -95,6 +103,13 @@ def requeue_cut_short(study: optuna.Study, trial_id: int) -> None:
         t.system_attrs.get("retry_history", [])[-1:] == [trial.number]
         for t in study.get_trials(deepcopy=False)
     ):
+        return
+    if needed is not None and not needed(len(study.get_trials(deepcopy=False, states=TAKEN))):
+        _logger.warning(
+            "trial %d was cut short by a storage error: failed, not re-queued (the budget's "
+            "trials are all finished or running)",
+            trial.number,
+        )
         return
     callback = storage.get_heartbeat_stale_trial_callback()
     if isinstance(callback, RequeueStaleTrials):
