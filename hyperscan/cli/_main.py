@@ -111,8 +111,8 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         from hyperscan.fit import (
             ProgressBar,
             ResultsKeptError,
+            fit_runcard,
             member_specs,
-            run_fit,
             stop_on_signals,
             summary,
             write_fit,
@@ -123,6 +123,13 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
         sys.exit(INTERRUPTED)
 
     members = len(member_specs(card.replica_ids, card.folds, card.data.level1_fits))
+    layout = card.training.batch_layout
+    if layout is not None:
+        click.echo(
+            f"fitting in the batch this trial was fitted in ({layout.slots} slots, the trial "
+            f"in slot {layout.slot}, the others empty), to repeat its fit bit for bit",
+            err=True,
+        )
     bar = ProgressBar(card.epochs, members, enabled=progress)
     stop = threading.Event()
 
@@ -140,7 +147,7 @@ def fit(runcard: Path, outdir: Path, force: bool, progress: bool) -> None:
 
     with stop_on_signals(stop, second_aborts=True, announce=announce) as hold:
         try:
-            result = run_fit(card, problem=problem, on_sync=on_sync)
+            result = fit_runcard(card, on_sync, problem=problem)
         except KeyboardInterrupt:
             click.echo("aborted by a second signal: nothing written", err=True)
             sys.exit(INTERRUPTED)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from hyperscan.data import Problem, load_problem
 from hyperscan.fit._fit import FitResult, run_fit
 from hyperscan.fit._loop import SyncReport
+from hyperscan.fit._slots import refit_in_batch
 from hyperscan.runcard import FitRuncard, RuncardError, ScanRuncard, load_runcard
 
 
@@ -22,6 +23,8 @@ def fit_runcard(
 
     ``on_sync`` is told of each host sync; returning True stops the fit there (its result
     says ``interrupted``). ``problem``: the runcard's data, if the caller has loaded them.
+    A runcard with a ``training.batch_layout`` (an exported scan trial) is fitted in that
+    batch, as the scan fitted it (:func:`refit_in_batch`); others by :func:`run_fit`.
     """
     source = "<runcard>"
     if not isinstance(runcard, FitRuncard):
@@ -40,4 +43,6 @@ def fit_runcard(
         )
     if problem is None:
         problem = load_problem(runcard, source)
+    if runcard.training.batch_layout is not None:
+        return refit_in_batch(runcard, problem, on_sync)
     return run_fit(runcard, problem=problem, on_sync=on_sync)

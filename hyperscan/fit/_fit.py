@@ -40,7 +40,7 @@ from hyperscan.model import (
     take_members,
     unembed,
 )
-from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL, FitRuncard
+from hyperscan.runcard import LAMBDA_UPDATE_INTERVAL, BatchLayout, FitRuncard
 
 #: Replacement starts tried for a member whose initial loss is already past divergence.max_loss.
 MAX_REDRAWS = 10
@@ -84,6 +84,9 @@ class FitResult:
     history: list[SyncReport] = field(default_factory=list)
     redraws: np.ndarray | None = None  # (M,) replacement starts each member needed
     small_x_pdf: np.ndarray | None = None  # (M, n, 8) x·f at SMALL_X, for n3fit's penalties
+    # The batch a TrialBatch fitted the members in, which their rounding depends on (None:
+    # fitted alone, or the batch was rebuilt under them, which no refit repeats).
+    batch_layout: BatchLayout | None = None
 
     @property
     def n_members(self) -> int:
@@ -212,7 +215,8 @@ def run_fit(
     result merges them back in member order (`on_sync` then sees each class's reports, for
     its members only, and its weights are padded to the widths of all members).
     `settings` and `initial_params` override what the runcard implies; tests use them to
-    inject a diverging member.
+    inject a diverging member. The members are fitted alone: a ``training.batch_layout`` is
+    not looked at (`fit_runcard` refits in it).
     """
     started = time.perf_counter()
     problem = problem if problem is not None else load_problem(runcard)

@@ -12,7 +12,8 @@ widest seen so far (model/_shapes.py); a trial that needs wider rows, another ac
 optimiser rebuilds the model once, carrying the trials in flight over unchanged.
 
 A trial's members never couple with another trial's, so each trial's result is what
-`run_fit` of its runcard gives, up to the rounding of the padded products
+`run_fit` of its runcard gives, up to the rounding of the padded products; refitted in the
+batch layout it records (`refit_in_batch`), it is the same bit for bit
 (tests/fit/test_trial_batch.py).
 """
 
@@ -49,7 +50,7 @@ from hyperscan.model import (
     unembed,
     zero_weights,
 )
-from hyperscan.runcard import FitRuncard
+from hyperscan.runcard import BatchLayout, FitRuncard
 
 #: Rows (members of all slots) that `auto_slots` aims at: where, on a CPU, a step's cost per
 #: member stops falling (benchmarks/slots.py); a GPU takes far more before its step slows.
@@ -76,6 +77,7 @@ class _Slot:
     rows: np.ndarray
     start: int  # the batch's step at which the trial started
     started: float
+    builds: int = 0  # the batch's builds when the trial started: more at its end, rebuilt
     history: list[SyncReport] = field(default_factory=list)
 
     @property
@@ -91,6 +93,11 @@ class TrialBatch:
     every trial's runcard shares its data, training, divergence, folds and replicas (what one
     model shares). `reserve`: trial runcards whose architectures and optimisers the model
     makes room for from the start (`Space.widest`), so that no later trial needs it rebuilt.
+    `layout`: the batch to build instead, exactly (:func:`refit_in_batch`).
+
+    A member's rounding depends on the batch's layout (its rows, padded widths, activations
+    and optimisers), not on what the other rows hold: each result carries the layout it was
+    fitted in, and a batch of that layout with the other slots empty repeats it bit for bit.
     """
 
     def __init__(
@@ -99,6 +106,7 @@ class TrialBatch:
         problem: Problem,
         slots: int,
         reserve: Sequence[FitRuncard] = (),
+        layout: BatchLayout | None = None,
     ) -> None:
         self._runcard = runcard
         self._problem = problem
@@ -113,6 +121,9 @@ class TrialBatch:
         self._template: EnsembleModel | None = None
         self._reserve = [architecture_shape(card) for card in reserve]
         self._reserved_kinds = {card.optimizer.name for card in reserve}
+        self._layout = layout
+        if layout is not None:
+            self._reserved_kinds |= set(layout.optimizers)
         #: How many times the model was built (and its loop traced and compiled): once,
         #: unless a trial needed wider rows, another activation or another optimiser.
         self.builds = 0
@@ -131,11 +142,15 @@ class TrialBatch:
         key: Hashable,
         card: FitRuncard,
         on_sync: Callable[[SyncReport], bool | None] | None = None,
+        at: int | None = None,
     ) -> None:
-        """Put trial `key`, of fit runcard `card`, in a free slot; it starts at the next
-        `advance`. `on_sync` sees the trial's own sync reports, as `run_fit`'s would.
-        MustFitAlone when `card` cannot share the batch; ValueError when no slot is free."""
+        """Put trial `key`, of fit runcard `card`, in a free slot (slot `at`, if given); it
+        starts at the next `advance`. `on_sync` sees the trial's own sync reports, as
+        `run_fit`'s would. MustFitAlone when `card` cannot share the batch; ValueError when
+        no slot is free."""
         free = [index for index, slot in enumerate(self._slots) if slot is None]
+        if at is not None:
+            free = [at] if at in free else []
         if not free:
             raise ValueError("no free slot in the trial batch")
         if key in self.in_flight:
@@ -158,6 +173,7 @@ class TrialBatch:
         slot = _Slot(key, card, model, inputs, redraws, on_sync, rows, 0, started)
         if not self._holds(slot):
             self._build(slot)
+        slot.builds = self.builds
         self._slots[index] = slot
         self._restart(slot, params, settings)
 
@@ -209,7 +225,7 @@ class TrialBatch:
         ]
         outcome.params = [np.stack(layer) for layer in zip(*own, strict=True)]
         seconds = time.perf_counter() - slot.started
-        return fit_result(
+        result = fit_result(
             slot.model,
             self._problem,
             self._level1,
@@ -219,6 +235,16 @@ class TrialBatch:
             slot.started,
             seconds,
         )
+        if self.builds == slot.builds:
+            shapes = self._model.shapes
+            result.batch_layout = BatchLayout(
+                slots=len(self._slots),
+                slot=index,
+                widths=tuple(int(width) for width in shapes.widths),
+                activations=shapes.names,
+                optimizers=self._kinds,
+            )
+        return result
 
     def _holds(self, slot: _Slot) -> bool:
         """Whether the model's rows can take `slot`'s trial as they are."""
@@ -243,6 +269,8 @@ class TrialBatch:
             names = set()
         widths = padded_widths(shapes)
         names = tuple(sorted(names | {a for s in shapes for a in s.activations}))
+        if self._layout is not None:  # the batch a trial was fitted in
+            widths, names = self._layout.widths, self._layout.activations
         kinds = {s.card.optimizer.name for s in slots} | self._reserved_kinds
         self._kinds = tuple(sorted(set(self._kinds) | kinds))
         by_row = {}  # row → (slot, member)
@@ -288,6 +316,24 @@ class TrialBatch:
         stacked = [np.stack(layer) for layer in zip(*padded, strict=True)]
         self._trainer.restart(slot.rows, stacked, settings, shapes.gradient_mask)
         slot.start = int(self._trainer.variables["step"].numpy())
+
+
+def refit_in_batch(
+    runcard: FitRuncard,
+    problem: Problem,
+    on_sync: Callable[[SyncReport], bool | None] | None = None,
+) -> FitResult:
+    """Fit a trial's runcard in the batch of its ``training.batch_layout``, in its slot, the
+    other slots empty: the members' arithmetic is the scan's, and so is the result, bit for
+    bit (same machine, versions and thread count)."""
+    layout = runcard.training.batch_layout
+    if layout is None:
+        raise ValueError("the runcard has no training.batch_layout to refit in")
+    batch = TrialBatch(runcard, problem, layout.slots, layout=layout)
+    batch.place(0, runcard, on_sync=on_sync, at=layout.slot)
+    while True:
+        for _, result in batch.advance():
+            return result
 
 
 def _widest(widths: Sequence[int]) -> Shape:

@@ -42,6 +42,7 @@ from ._slots import Slots, checked_slots
 from ._space import OptimizerSpace, Space
 from ._training import (
     LAMBDA_UPDATE_INTERVAL,
+    BatchLayout,
     DivergenceSection,
     OptimizerSection,
     PositivitySection,
@@ -61,6 +62,7 @@ __all__ = [
     "N3FIT_LOSSES",
     "PENALTIES",
     "Architecture",
+    "BatchLayout",
     "Choices",
     "ClosureSection",
     "DataSection",

@@ -105,6 +105,38 @@ class FitRuncard(_Section):
         return self
 
     @model_validator(mode="after")
+    def _layout_holds_the_trial(self) -> FitRuncard:
+        """A batch layout (written by `export`) must be one this trial could have sat in."""
+        layout = self.training.batch_layout
+        if layout is None:
+            return self
+        where = ("training", "batch_layout")
+        nodes = self.architecture.nodes
+        problems = []
+        if self.methodologies:
+            problems.append(
+                (("methodologies",), "a trial's runcard with a training.batch_layout has none")
+            )
+        if len(layout.widths) < len(nodes) or any(
+            width < nodes[min(layer, len(nodes) - 1)] for layer, width in enumerate(layout.widths)
+        ):
+            problems.append(
+                (
+                    (*where, "widths"),
+                    f"{list(layout.widths)} cannot hold architecture.nodes {list(nodes)}",
+                )
+            )
+        missing = sorted(set(self.architecture.activations) - set(layout.activations))
+        if missing:
+            problems.append(((*where, "activations"), f"lacks the architecture's {missing}"))
+        if self.optimizer.name not in layout.optimizers:
+            problems.append(
+                ((*where, "optimizers"), f"lacks optimizer.name {self.optimizer.name!r}")
+            )
+        fail_at(problems, self)
+        return self
+
+    @model_validator(mode="after")
     def _representable_in_precision(self) -> FitRuncard:
         """Values the device holds must be numbers of the fit's precision, not inf or 0 there.
 

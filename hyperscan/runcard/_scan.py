@@ -545,6 +545,13 @@ class ScanRuncard(_Section):
                 "from scan.space (`hyperscan export --sample` makes a fit runcard with them)",
                 "methodologies",
             )
+        training = data.get("training") if isinstance(data, Mapping) else None
+        if isinstance(training, Mapping) and training.get("batch_layout") is not None:
+            raise rule_error(
+                "a scan runcard has no training.batch_layout: `export` writes one into a "
+                "trial's fit runcard, where the scan fitted it",
+                "training",
+            )
         if isinstance(data, Mapping) and not isinstance(data.get("fit"), FitRuncard):
             parts: dict[str, Any] = {"fit": {k: v for k, v in data.items() if k != "scan"}}
             if "scan" in data:

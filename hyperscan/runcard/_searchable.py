@@ -100,6 +100,8 @@ def _fixed_reason(path: str) -> str | None:
         return "search the activation with 'scan.space.activation'"
     if path == "training.threads":
         return "a worker runs every trial with its own threads (--threads, else this setting)"
+    if path == "training.batch_layout" or path.startswith("training.batch_layout."):
+        return "`export` writes the batch a worker fitted a trial in; a scan does not set it"
     if path == "training.steps_per_call":
         return "it spaces the pruner's reports, which must mean the same for every trial"
     if path == "preprocessing" or path.startswith("preprocessing."):

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
+from ._architecture import Activation
 from ._base import (
     MAX_EPOCHS,
     MAX_THREADS,
@@ -114,6 +115,33 @@ class DivergenceSection(_Section):
     """
 
 
+class BatchLayout(_Section):
+    """Where a scan's worker fitted a trial among others (fit/_slots.py): the batch's slots, the
+    trial's slot, and the model's padded widths, activations and optimisers. A member's rounding
+    depends on these, and training amplifies it, so `fit` rebuilds this batch, the other slots
+    left empty, and repeats the trial bit for bit. `export` writes it; do not edit it."""
+
+    slots: Annotated[Int, Field(ge=1)]
+    """Slots of the batch (trials fitted at once)."""
+    slot: Annotated[Int, Field(ge=0)]
+    """The trial's slot, from 0."""
+    widths: Annotated[tuple[Annotated[Int, Field(ge=1)], ...], Field(min_length=1)]
+    """The model's padded hidden widths."""
+    activations: Annotated[tuple[Activation, ...], Field(min_length=1)]
+    """The activations the model's rows could choose from."""
+    optimizers: Annotated[tuple[OptimizerName, ...], Field(min_length=1)]
+    """The optimisers the model's rows could choose from."""
+
+    @model_validator(mode="after")
+    def _slot_in_batch(self) -> BatchLayout:
+        if self.slot >= self.slots:
+            raise rule_error(
+                f"slot {self.slot} is not one of the batch's {self.slots} (0 to {self.slots - 1})",
+                "slot",
+            )
+        return self
+
+
 class TrainingSection(_Section):
     """How the training loop runs on the device; none of it changes the fitted result's law."""
 
@@ -140,4 +168,9 @@ class TrainingSection(_Section):
     """CPU threads for TensorFlow (null: all cores); scan workers use it unless started with
     `--threads`. Training is chaotic enough that the summation order a thread count implies shows
     in the result, so an exported trial keeps the thread count its worker used.
+    """
+    batch_layout: BatchLayout | None = None
+    """The batch a scan's worker fitted this trial in, written by `export` so that `fit` repeats
+    the trial bit for bit (with the same versions and `threads`, on the same machine); null: the
+    members are fitted alone.
     """

@@ -20,6 +20,7 @@ from hyperscan._files import umask
 from hyperscan._version import __version__
 from hyperscan.runcard import (
     MEMBER_KEYS,
+    BatchLayout,
     NotInSpace,
     RuncardError,
     ScanRuncard,
@@ -172,14 +173,18 @@ def export_trial(
             "the trial's k-fold ensemble, to reproduce its value; without 'folds' the same "
             "settings fit every dataset"
         )
-    # The worker's thread count is part of what makes the fit reproducible (TrainingSection).
-    threads = trial.user_attrs.get("fit", {}).get("threads")
+    # The worker's thread count and the batch it fitted the trial in (if it had slots) are
+    # part of what makes the fit repeat the trial bit for bit (TrainingSection).
+    done = trial.user_attrs.get("fit", {})
+    layout = done.get("batch_layout")
+    training = {
+        "threads": done.get("threads"),
+        "batch_layout": None if layout is None else BatchLayout.model_validate(layout),
+    }
     fit = setup.runcard.fit
     runcard = setup.runcard.model_copy(
         update={
-            "fit": fit.model_copy(
-                update={"training": fit.training.model_copy(update={"threads": threads})}
-            )
+            "fit": fit.model_copy(update={"training": fit.training.model_copy(update=training)})
         }
     )
     try:

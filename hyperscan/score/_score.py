@@ -236,6 +236,8 @@ def _attrs(result: FitResult, scoring: Scoring, evidence: _Evidence) -> dict:
         "threads": tf.config.threading.get_intra_op_parallelism_threads() or None,
         "hyperscan": __version__,
     }
+    if result.batch_layout is not None:  # what `export` writes for `fit` to repeat it
+        attrs["fit"]["batch_layout"] = result.batch_layout.model_dump(mode="json")
     return attrs
 
 

@@ -237,7 +237,7 @@ def test_a_second_ctrl_c_aborts_with_130_and_nothing_written(tmp_path, monkeypat
     def aborted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("hyperscan.fit.run_fit", aborted)
+    monkeypatch.setattr("hyperscan.fit.fit_runcard", aborted)
     runcard = _write(tmp_path / "fit.yml", TINY)
     result = CliRunner().invoke(main, ["fit", str(runcard), "-o", str(tmp_path / "out")])
     assert result.exit_code == 130, result.output

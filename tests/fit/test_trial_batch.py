@@ -9,13 +9,17 @@ import pytest
 from _cards import tiny_card
 
 from hyperscan.data import load_problem
-from hyperscan.fit import MustFitAlone, TrialBatch, run_fit
+from hyperscan.fit import MustFitAlone, TrialBatch, fit_runcard, run_fit
 
 BASE = {"replicas": [1, 2], "epochs": 150, "training": {"steps_per_call": 20}}
 
 
 def card(**changes):
     return tiny_card(**{**BASE, **changes})
+
+
+def with_training(runcard, **changes):
+    return runcard.model_copy(update={"training": runcard.training.model_copy(update=changes)})
 
 
 #: Trials of one scan: architectures, activations, optimisers, learning rates and epochs differ.
@@ -81,6 +85,55 @@ def test_a_batch_with_room_reserved_is_built_once_and_never_traced_again():
     assert batch._trainer.steps_function.experimental_get_tracing_count() == 1
     for key, trial in enumerate(TRIALS + TRIALS[:2]):
         _same(results[key], run_fit(trial, problem=problem))
+
+
+def _identical(result, replayed) -> None:
+    """Bit for bit: every figure of the fit, and its weights."""
+    assert replayed.status == result.status
+    np.testing.assert_array_equal(replayed.best_epoch, result.best_epoch)
+    np.testing.assert_array_equal(replayed.stop_epoch, result.stop_epoch)
+    for name, values in result.chi2_per_point.items():
+        np.testing.assert_array_equal(replayed.chi2_per_point[name], values, err_msg=name)
+    np.testing.assert_array_equal(replayed.predictions, result.predictions)
+    for got, expected in zip(replayed.params, result.params, strict=True):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_a_trial_refitted_in_its_batch_layout_is_bit_for_bit_its_slotted_fit(precision):
+    """Each result carries the batch it was fitted in; a runcard with that layout is refitted
+    by `fit_runcard` in such a batch, the other slots empty, and gives the slotted result bit
+    for bit: trials refilled into a freed slot (started at a later step, beside other trials)
+    included. The layout is needed: alone, the trials round otherwise."""
+    trials = [t.model_copy(update={"epochs": 300}) for t in TRIALS]
+    trials = [with_training(t, precision=precision) for t in trials]
+    problem = load_problem(trials[0])
+    batch = TrialBatch(trials[0], problem, slots=2, reserve=trials)
+    results = _fit_all(batch, trials)
+    layouts = {key: result.batch_layout for key, result in results.items()}
+    assert {layout.slot for layout in layouts.values()} == {0, 1}
+    assert all(layout.slots == 2 for layout in layouts.values())
+    rounded_otherwise = 0
+    for key, trial in enumerate(trials):
+        exported = with_training(trial, batch_layout=layouts[key])
+        _identical(results[key], fit_runcard(exported, problem=problem))
+        alone = run_fit(trial, problem=problem)
+        rounded_otherwise += not np.array_equal(alone.predictions, results[key].predictions)
+    assert rounded_otherwise
+
+
+def test_a_trial_the_batch_was_rebuilt_under_has_no_layout():
+    """A trial that needed a wider model rebuilt it under the trial in flight, which no
+    refit repeats: that trial's result carries no layout; the new one's does."""
+    problem = load_problem(TRIALS[0])
+    batch = TrialBatch(TRIALS[0], problem, slots=2)
+    batch.place("narrow", TRIALS[1])
+    batch.advance()
+    batch.place("wide", TRIALS[2])  # three hidden layers: rebuilt
+    assert batch.builds == 2
+    results = dict(_fit_all(batch, []))
+    assert results["narrow"].batch_layout is None
+    assert results["wide"].batch_layout.widths == (12, 9, 6)  # the narrow one passes 6 on
 
 
 class _PruneAt:

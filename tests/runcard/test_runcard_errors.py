@@ -67,6 +67,35 @@ MISTAKES = [
     ("huge-layer", "architecture: {nodes: [100000]}\n", "architecture.nodes[0]", "<= 10000"),
     ("huge-epochs", "epochs: 99999999999999999999\n", "epochs", "must be <= 1000000000"),
     ("huge-threads", "training: {threads: 100000}\n", "training.threads", "must be <= 1024"),
+    # a batch layout (written by `export`) the trial could not have been fitted in
+    (
+        "layout-slot-outside",
+        "training: {batch_layout: {slots: 2, slot: 2, widths: [25, 20], activations: [tanh],"
+        " optimizers: [nadam]}}\n",
+        "training.batch_layout.slot",
+        "slot 2 is not one of the batch's 2 (0 to 1)",
+    ),
+    (
+        "layout-too-narrow",
+        "training: {batch_layout: {slots: 2, slot: 0, widths: [25, 8], activations: [tanh],"
+        " optimizers: [nadam]}}\n",
+        "training.batch_layout.widths",
+        "[25, 8] cannot hold architecture.nodes [25, 20]",
+    ),
+    (
+        "layout-without-the-activation",
+        "training: {batch_layout: {slots: 2, slot: 0, widths: [25, 20], activations: [elu],"
+        " optimizers: [nadam]}}\n",
+        "training.batch_layout.activations",
+        "lacks the architecture's ['tanh']",
+    ),
+    (
+        "layout-without-the-optimizer",
+        "training: {batch_layout: {slots: 2, slot: 0, widths: [25, 20], activations: [tanh],"
+        " optimizers: [adam]}}\n",
+        "training.batch_layout.optimizers",
+        "lacks optimizer.name 'nadam'",
+    ),
     # values the device's precision cannot hold: a message, not a fit that diverges at step 1
     (
         "float32-overflow",

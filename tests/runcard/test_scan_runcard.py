@@ -535,6 +535,13 @@ BAD = [
         "the data are fixed for a study",
     ),
     (
+        "batch-layout-in-a-scan",
+        "training: {batch_layout: {slots: 2, slot: 0, widths: [25, 20], activations: [tanh],"
+        " optimizers: [nadam]}}",
+        "training",
+        "a scan runcard has no training.batch_layout",
+    ),
+    (
         "threads-in-parameters",
         "scan: {space: {parameters: {training.threads: {low: 1, high: 4}}}}",
         "scan.space.parameters.training.threads",

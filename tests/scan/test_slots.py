@@ -48,7 +48,7 @@ from hyperscan.scan.storage import fail_stale_trials, load_study
 SLOTS = 3
 SLOTS_ARGS = ("--slots", str(SLOTS))
 # Attributes that say where and how fast a trial ran, not what it found.
-WHERE = ("seconds", "host", "threads")
+WHERE = ("seconds", "host", "threads", "batch_layout")
 
 
 def test_slotted_workers_finish_exactly_the_budget(url, tmp_path, workers):
@@ -142,6 +142,9 @@ def test_each_packed_trial_equals_it_fitted_alone(tmp_path):
     assert many[3].datetime_start < max(t.datetime_complete for t in many[:3])
     for a, b in zip(one, many, strict=True):
         assert b.state == a.state, b.number
+        # A trial fitted in a slot records its batch, for `export` then `fit` to repeat it.
+        assert "batch_layout" not in a.user_attrs["fit"]
+        assert b.user_attrs["fit"]["batch_layout"]["slots"] == SLOTS, b.number
         assert b.values == _approx(a.values), b.number
         assert b.intermediate_values == _approx(a.intermediate_values), b.number
         assert a.intermediate_values or a.number == 2  # a report per sync, but a trashed one's

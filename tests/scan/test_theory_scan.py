@@ -110,7 +110,7 @@ def test_a_slotted_scan_then_export_and_fit_give_back_each_trial(theory, tmp_pat
         validation = [
             m["chi2_per_point"]["validation"] for m in _members(tmp_path / f"fit{trial.number}")
         ]
-        assert sum(validation) / 2 == pytest.approx(trial.value, rel=1e-6, abs=0)
+        assert sum(validation) / 2 == trial.value  # bit for bit: refitted in its batch
 
 
 def _broken(theory: Path, tmp_path: Path, how: str) -> tuple[Path, str]:
