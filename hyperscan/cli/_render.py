@@ -171,10 +171,14 @@ def _best_lines(status: StudyStatus) -> list[str]:
         objective = "objective" if best.value_is_statistic else chi2
         lines.append(f"  {objective} chi2 per point of each fold's replicas:")
         lines += table(["fold", *SPREAD, "n"], _spread_rows(best.folds))
-    scalars = {key: value for key, value in best.fit.items() if not isinstance(value, dict)}
+    fit = dict(best.fit)
+    layout = fit.pop("batch_layout", None)
+    scalars = {key: value for key, value in fit.items() if not isinstance(value, dict)}
+    if layout is not None:
+        scalars["slot"] = f"{layout['slot']} of {layout['slots']}"
     if scalars:
         lines.append("  fit: " + ", ".join(f"{key} {value}" for key, value in scalars.items()))
-    spreads = {key: value for key, value in best.fit.items() if isinstance(value, dict)}
+    spreads = {key: value for key, value in fit.items() if isinstance(value, dict)}
     if spreads:
         lines.append("  fit, across replicas:")
         lines += table(["", *SPREAD, "n"], _spread_rows(spreads))
@@ -203,6 +207,20 @@ def status_text(status: StudyStatus, now: datetime.datetime | None = None) -> st
                     "started on the study fails it)"
                 )
             lines.append(line)
+    if status.confirmed:
+        lines.append("confirmed with fresh replicas (export --confirm):")
+        for number, record in sorted(status.confirmed.items()):
+            scan = ", ".join(f"{v:.6g}" for v in record["scan_values"])
+            values = record["values"]
+            again = (
+                f"trashed: {record['trashed']}"
+                if values is None
+                else ", ".join(f"{v:.6g}" for v in values)
+            )
+            first, last = record["replicas"]
+            lines.append(
+                f"  trial {number}: scan {scan}, confirmed {again} (replicas {first}-{last})"
+            )
     if status.trashed:
         lines.append("trashed:" + _earlier(len(status.trashed), status.trashed_total))
         lines.extend(f"  trial {number}: {why}" for number, why in status.trashed)

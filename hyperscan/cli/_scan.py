@@ -283,6 +283,20 @@ def _walltime_reason(report) -> str:
     metavar="S",
     help="With --sample: the seed of the replicas' draw, written in the runcard.  [default: 0]",
 )
+@click.option(
+    "--confirm",
+    type=click.IntRange(min=1),
+    metavar="K",
+    help="Refit the K best trials (of a multi-objective study, the K of its Pareto front that "
+    "--rule prefers) with fresh replicas, all at once, and write the one whose confirmed value "
+    "is best: a scan's best value is partly luck.",
+)
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    metavar="R",
+    help="With --confirm: replicas of each refit.  [default: a trial's]",
+)
 @force_option
 def export(
     name: str,
@@ -294,11 +308,19 @@ def export(
     thermalization: int | None,
     overrides: tuple[str, ...],
     seed: int | None,
+    confirm: int | None,
+    replicas: int | None,
     force: bool,
 ) -> None:
     """Write the best eligible trial, trial N, or the trial of a multi-objective study's
     Pareto front that a rule chooses, as a fit runcard (`hyperscan fit` reproduces it); with
-    --sample, an ensemble of the best trials' methodologies."""
+    --confirm K, the best of the K best refitted with fresh replicas; with --sample, an
+    ensemble of the best trials' methodologies."""
+    if replicas is not None and confirm is None:
+        fail("--replicas only applies with --confirm K")
+    if confirm is not None and (number is not None or sample is not None):
+        other = "--trial N" if number is not None else "--sample N"
+        fail(f"give either --confirm K or {other}, not both")
     if sample is None:
         given = [
             option
@@ -321,7 +343,10 @@ def export(
 
     with user_errors():
         study = open_study(name, storage)
-        if sample is not None:
+        if confirm is not None:
+            confirmed = _confirmed(study, confirm, replicas, rule)
+            confirmed.write(output, force=force)
+        elif sample is not None:
             drawn = study.export_sample(
                 sample,
                 thermalization or 0,
@@ -332,7 +357,9 @@ def export(
         else:
             exported = study.export(number, rule)
             exported.write(output, force=force)
-    if sample is not None:
+    if confirm is not None:
+        click.echo(f"trial {confirmed.number} ({confirmed.why}) written to {output}")
+    elif sample is not None:
         chosen = sorted(set(drawn.trials))
         click.echo(
             f"{len(drawn.trials)} replicas drawn from trials {', '.join(map(str, chosen))} "
@@ -340,6 +367,31 @@ def export(
         )
     else:
         click.echo(f"trial {exported.number} ({exported.outcome}) written to {output}")
+
+
+def _confirmed(study, count: int, replicas: int | None, rule: str | None):
+    """`export --confirm`: each refit said as it ends."""
+    configure_or_fail(threads=study.runcard.fit.training.threads)
+    names = study.runcard.scan.objective.names
+
+    def said(done) -> None:
+        confirmed = (
+            _values(done.values, names)
+            if done.values is not None
+            else f"trashed: {done.trash_reason}"
+        )
+        click.echo(
+            f"trial {done.number}: scan {_values(done.scan_values, names)}, confirmed {confirmed}"
+        )
+
+    click.echo(f"confirming the {count} best trials (or fewer) with fresh replicas, at once")
+    return study.export_confirmed(count, replicas, rule, on_confirmed=said)
+
+
+def _values(values, names) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.6g}"
+    return ", ".join(f"{name} {value:.6g}" for name, value in zip(names, values, strict=True))
 
 
 @click.command()
@@ -444,6 +496,13 @@ def dashboard(
     help="Best runcard to write, replaced by each run of the study (default: NAME-best.yml).",
 )
 @slots_option("Trials each worker fits at once in one model (see `hyperscan worker --help`).")
+@click.option(
+    "--confirm",
+    type=click.IntRange(min=1),
+    metavar="K",
+    help="End by refitting the K best trials with fresh replicas, all at once, and write the "
+    "one whose confirmed value is best (as `hyperscan export --confirm K`).",
+)
 def scan(
     runcard: Path,
     workers: int,
@@ -451,6 +510,7 @@ def scan(
     name: str | None,
     output: Path | None,
     slots: Slots,
+    confirm: int | None,
 ) -> None:
     """Run a whole scan on this machine: create the study, run workers, export the best.
 
@@ -486,9 +546,16 @@ def scan(
     if result.counts is not None:
         click.echo(f"trials: {counts_line(result.counts)}")
     problem = result.error
+    confirmed = None
+    if result.best is not None and confirm is not None and not result.interrupted:
+        from hyperscan.scan import open_study
+
+        with user_errors():
+            study = open_study(name, storage)
+            confirmed = _confirmed(study, confirm, None, None)
     if result.best is not None:
         try:
-            result.best.write(output, force=True)
+            (confirmed or result.best).write(output, force=True)
         except ScanError as error:
             problem = str(error)
     if problem is not None:
@@ -498,8 +565,14 @@ def scan(
     if result.best is None:  # a multi-objective study: a front to choose from, by a rule
         click.echo(
             "multi-objective study: `hyperscan study status` shows its Pareto front; "
-            f'`hyperscan export --study {result.plan.study} --rule "..."` writes the trial a '
-            "rule chooses from it"
+            f'`hyperscan export --study {result.plan.study} --rule "..." [--confirm K]` writes '
+            "the trial a rule chooses from it"
+        )
+    elif confirmed is not None:
+        chosen = next(c for c in confirmed.confirmed if c.number == confirmed.number)
+        click.echo(
+            f"best: trial {chosen.number}, confirmed value {chosen.values[0]:.6g} (scan "
+            f"{chosen.scan_values[0]:.6g}) → {output}"
         )
     else:
         click.echo(f"best: trial {result.best.number}, value {result.best.value:.6g} → {output}")

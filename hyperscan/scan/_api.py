@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import optuna
 from optuna.storages import BaseStorage
@@ -74,6 +75,9 @@ from hyperscan.scan.storage import (
     study_storage,
 )
 
+if TYPE_CHECKING:  # TensorFlow: imported by export_confirmed only
+    from hyperscan.scan._confirm import Confirmation
+
 #: The grace period (s) a reader assumes when none is given: the workers' default.
 GRACE_PERIOD = 600
 HEARTBEAT_INTERVAL = 60
@@ -123,6 +127,24 @@ class ExportedSample:
     trials: tuple[int, ...]
     seed: int
     text: str  # the fit runcard, headed by comments saying which trials were eligible, and why
+
+    def write(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
+        """Write the runcard to ``path`` atomically, as :meth:`ExportedTrial.write` does."""
+        write_atomically(Path(path), self.text, force=force)
+        return Path(path)
+
+
+@dataclass(frozen=True)
+class ExportedConfirmation:
+    """The trial chosen by its confirmed values, as the runcard of its confirming refit:
+    ``hyperscan fit`` gives its confirmed values back."""
+
+    study: str
+    number: int
+    #: Every trial refitted, with its scan values and its confirmed ones (or why trashed).
+    confirmed: tuple[Confirmation, ...]
+    why: str  # what chose the trial, in words
+    text: str  # the fit runcard, headed by what was confirmed
 
     def write(self, path: str | os.PathLike[str], *, force: bool = False) -> Path:
         """Write the runcard to ``path`` atomically, as :meth:`ExportedTrial.write` does."""
@@ -194,6 +216,37 @@ class Study:
         value = found.values[0] if complete and len(found.values) == 1 else None
         names = self._setup.runcard.scan.objective.names
         return ExportedTrial(self.name, found.number, outcome(found, names), value, text)
+
+    def export_confirmed(
+        self,
+        count: int,
+        replicas: int | None = None,
+        rule: str | None = None,
+        on_confirmed: Callable[[Confirmation], None] | None = None,
+    ) -> ExportedConfirmation:
+        """Refit the ``count`` best complete trials (of a multi-objective study, the ``count``
+        of its Pareto front that ``rule`` prefers) with fresh replicas, ``replicas`` of them
+        (default: as many as a trial has), all at once in one batch, and export the one whose
+        confirmed values are best (that ``rule`` chooses). Each confirmation is recorded on the
+        study and told to ``on_confirmed`` as it ends. Builds the study's data and imports
+        TensorFlow: configure it before, if need be."""
+        from hyperscan.scan._confirm import (  # TensorFlow: only now
+            candidates,
+            confirm,
+            confirmed_choice,
+            confirmed_text,
+            fresh_replicas,
+        )
+
+        with self.reading():
+            trials = candidates(self._setup, count, rule)
+        fresh = fresh_replicas(self.runcard, replicas)
+        problem = self._data()
+        with self.reading():
+            confirmed = confirm(self._setup, trials, problem, fresh, on_confirmed)
+            choice, why = confirmed_choice(self._setup, confirmed, rule)
+            text = confirmed_text(self._setup, choice, why, confirmed)
+        return ExportedConfirmation(self.name, choice.number, tuple(confirmed), why, text)
 
     def export_sample(
         self,

@@ -13,7 +13,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from hyperscan.scan._study import StudySetup, stored_budget
+from hyperscan.scan._study import CONFIRMED_ATTR, StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
     load_study,
@@ -128,6 +128,9 @@ class StudyStatus:
     #: empty for a single objective.
     objectives: list[Objective] = field(default_factory=list)
     front: list[FrontTrial] = field(default_factory=list)
+    #: By trial number, what `export --confirm` measured: ``scan_values``, the confirmed
+    #: ``values`` (None: trashed, ``trashed`` says why) and the fresh ``replicas`` (first, last).
+    confirmed: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: for `hyperscan study status --json` and scripts."""
@@ -198,6 +201,10 @@ def study_status(setup: StudySetup) -> StudyStatus:
         retried_total=len(retried),
         objectives=objectives,
         front=front,
+        confirmed={
+            int(number): record
+            for number, record in study.user_attrs.get(CONFIRMED_ATTR, {}).items()
+        },
     )
 
 

@@ -35,6 +35,8 @@ RUNCARD_ATTR = "hyperscan:runcard"
 FINGERPRINT_ATTR = "hyperscan:data_fingerprint"
 VERSION_ATTR = "hyperscan:version"
 ENGINE_ATTR = "hyperscan:engine"
+#: By trial number, what `export --confirm` measured (a finished trial's attributes are final).
+CONFIRMED_ATTR = "hyperscan:confirmed"
 #: Bumped whenever the same runcard would give trials of another meaning (2: n3fit's stopping,
 #: positivity test, per-variable clipping, split and held-out scoring). Studies older than
 #: revisions carry none: 1.
