@@ -83,9 +83,7 @@ def test_an_unreadable_entry_is_compiled_anew_and_replaced(tmp_path, monkeypatch
     assert log.startswith(f"XLA cache: removed {torn} (cut short at {size // 2} of ")
     assert log.count("\n") == 1, log
     assert _entries(cache).keys() == entries.keys()
-    assert torn.stat().st_size == size and _why(torn) is None  # saved again, whole
-    third = _fit(runcard, tmp_path / "third", env)  # and loaded, quietly
-    assert third == first
+    assert _why(torn) is None  # saved again, whole
 
 
 #: Compiles one tiny program once all its peers are ready, in hyperscan's cache (XDG_CACHE_HOME).
