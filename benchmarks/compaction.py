@@ -30,12 +30,10 @@ import platform
 import time
 from pathlib import Path
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from hyperscan.cli import configure_tensorflow  # noqa: E402
-from hyperscan.runcard import FitRuncard, load_fit_runcard  # noqa: E402
+from hyperscan.cli import configure_tensorflow
+from hyperscan.runcard import FitRuncard, load_fit_runcard
 
 DIS_RUNCARD = Path(__file__).resolve().parents[1] / "studies" / "dis-nlo.yml"
 STEPS_PER_CALL = 100

@@ -21,16 +21,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import platform
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from hyperscan.cli import configure_tensorflow  # noqa: E402
-from hyperscan.runcard import FitRuncard  # noqa: E402
+from hyperscan.cli import configure_tensorflow
+from hyperscan.runcard import FitRuncard
 
 STEPS_PER_CALL = 100
 CALLS_PER_SAMPLE = 3

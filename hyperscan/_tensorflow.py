@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperscan._files import cache_root
+from hyperscan._xla_cache import tidy
 
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
 
@@ -98,7 +99,9 @@ def _enable_xla_cache() -> None:
     Compiling a training loop takes seconds; a rerun of a fit, or a trial whose network and
     data have the same shapes as an earlier one, loads the executable instead. The cached
     program is the one that would be compiled, so results are unchanged. A user's own
-    ``TF_XLA_FLAGS`` cache setting wins; an unwritable cache folder just means no cache.
+    ``TF_XLA_FLAGS`` cache setting wins. TensorFlow fails a fit on an entry it cannot read or
+    write, so unreadable entries are removed first (``_xla_cache.tidy``), and a folder that
+    cannot be written means no cache.
     """
     flags = os.environ.get("TF_XLA_FLAGS", "")
     if XLA_CACHE_FLAG in flags:
@@ -106,6 +109,7 @@ def _enable_xla_cache() -> None:
     directory = xla_cache_directory()
     try:
         directory.mkdir(parents=True, exist_ok=True)
+        tidy(directory)
     except OSError:
         return
     os.environ["TF_XLA_FLAGS"] = f"{flags} {XLA_CACHE_FLAG}={directory}".strip()

@@ -195,7 +195,7 @@ def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
     `interrupted: true`, and the exit status is 130 (a fit that did not run to its end)."""
     card = {**TINY, "epochs": 10_000_000, "stopping": {"patience": 1.0}}
     runcard = _write(tmp_path / "long.yml", card)
-    cache = tmp_path / "cache"  # the compiled loop lands here once training is under way
+    cache = tmp_path / "cache"  # the compiled loop (*.pb) lands here once training is under way
     env = {**os.environ, "XDG_CACHE_HOME": str(cache), "CUDA_VISIBLE_DEVICES": "-1"}
     env.pop("TF_XLA_FLAGS", None)
     command = [sys.executable, "-m", "hyperscan", "fit", str(runcard), "-o", str(tmp_path / "out")]
@@ -208,7 +208,7 @@ def test_ctrl_c_stops_at_the_next_sync_and_keeps_the_fit(tmp_path):
     )
     try:
         deadline = time.monotonic() + 120
-        while not any(p.is_file() for p in cache.rglob("*")):
+        while not any(p.is_file() for p in cache.rglob("*.pb")):
             assert fit.poll() is None and time.monotonic() < deadline, fit.communicate()
             time.sleep(0.2)
         time.sleep(1.0)
