@@ -307,7 +307,7 @@ def test_a_local_nsga2_scan_is_served_by_the_dashboard(tmp_path, monkeypatch):
     assert "multi-objective study: `hyperscan study status` shows its Pareto front" in (
         scanned.stdout
     )
-    assert '`hyperscan export --study multi --rule "..."`' in scanned.stdout
+    assert '`hyperscan export --study multi --rule "..." [--confirm K]`' in scanned.stdout
     assert not (tmp_path / "multi-best.yml").exists()
     url = str(tmp_path / "hyperscan.journal")
     study = load_study(open_storage(url), "multi")
