@@ -207,6 +207,14 @@ def status_text(status: StudyStatus, now: datetime.datetime | None = None) -> st
                     "started on the study fails it)"
                 )
             lines.append(line)
+    if status.noise is not None:
+        lines.append(f"noise floor: {status.noise.text()}")
+        if len(status.ties) > 1:
+            tied = ", ".join(map(str, status.ties))
+            lines.append(
+                f"  tied with the best within the replicas' spread: trials {tied} "
+                f"(`hyperscan export --confirm {len(status.ties)}` chooses among them)"
+            )
     if status.confirmed:
         lines.append("confirmed with fresh replicas (export --confirm):")
         for number, record in sorted(status.confirmed.items()):

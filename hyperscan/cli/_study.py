@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from hyperscan.cli._common import (
+    configure_or_fail,
     fail,
     grace_period_option,
     not_blank,
@@ -112,6 +113,52 @@ def study_status(name: str, storage: str | None, grace_period: int, as_json: boo
         click.echo(json.dumps(status.to_dict(), indent=2))
     else:
         click.echo(status_text(status))
+
+
+@study.command("noise")
+@study_option
+@storage_option
+@click.option(
+    "--trials",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="Measure the N best complete trials.",
+)
+@click.option(
+    "--repeats",
+    type=click.IntRange(min=2),
+    default=3,
+    show_default=True,
+    metavar="R",
+    help="Refits of each trial in other batch layouts, and with fresh replicas.",
+)
+def study_noise(name: str, storage: str | None, trials: int, repeats: int) -> None:
+    """Measure the study's noise floor: how far a trial's value moves when only the rounding
+    changes (other batch layouts) and when its replicas are drawn afresh. Trials closer to
+    the best than that are ties (`study status` and `export` name them)."""
+    from hyperscan.scan import open_study
+
+    with user_errors():
+        study = open_study(name, storage)
+        configure_or_fail(threads=study.runcard.fit.training.threads)
+
+        def said(noise) -> None:
+            def listed(values) -> str:
+                return ", ".join("trashed" if v != v else f"{v:.6g}" for v in values)
+
+            click.echo(
+                f"trial {noise.number}: value {noise.value:.6g}; other layouts "
+                f"{listed(noise.rounding)}; fresh replicas {listed(noise.replicas)}"
+            )
+
+        click.echo(
+            f"refitting the {trials} best trials (or fewer) {repeats} times in other layouts "
+            f"and {repeats} times with fresh replicas"
+        )
+        floor = study.measure_noise(trials, repeats, on_trial=said)
+    click.echo(f"noise floor: {floor.text()}")
 
 
 @study.command("list")

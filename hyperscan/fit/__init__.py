@@ -47,7 +47,13 @@ if TYPE_CHECKING:
     from hyperscan.fit._members import MemberSpec, build_members, member_specs
     from hyperscan.fit._optimizers import OPTIMIZERS, make_optimizer
     from hyperscan.fit._progress import ProgressBar
-    from hyperscan.fit._slots import MustFitAlone, TrialBatch, auto_slots, max_slots
+    from hyperscan.fit._slots import (
+        MustFitAlone,
+        TrialBatch,
+        auto_slots,
+        fit_together,
+        max_slots,
+    )
     from hyperscan.fit._trainer import Trainer
 
 _TENSORFLOW = {
@@ -66,6 +72,7 @@ _TENSORFLOW = {
     "ProgressBar": "_progress",
     "MustFitAlone": "_slots",
     "TrialBatch": "_slots",
+    "fit_together": "_slots",
     "auto_slots": "_slots",
     "max_slots": "_slots",
     "SyncReport": "_loop",
@@ -104,6 +111,7 @@ __all__ = [
     "build_ensemble",
     "build_members",
     "fit_runcard",
+    "fit_together",
     "make_optimizer",
     "max_slots",
     "member_specs",

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +33,7 @@ from hyperscan.fit._fit import (
     FitResult,
     checked_member_runcards,
     fit_result,
+    run_fit,
     trainer_settings,
     usable_starts,
 )
@@ -334,6 +335,29 @@ def refit_in_batch(
     while True:
         for _, result in batch.advance():
             return result
+
+
+def fit_together(
+    cards: Mapping[Hashable, FitRuncard],
+    problem: Problem,
+    slots: int | None = None,
+    reserve: Sequence[FitRuncard] = (),
+) -> Iterator[tuple[Hashable, FitResult]]:
+    """Fit runcards of one scan's trials at once, in one batch of ``slots`` (default: one per
+    runcard) with room made for them and for ``reserve`` (as `TrialBatch`), each result as its
+    fit ends; a runcard that cannot share the batch (:class:`MustFitAlone`) is fitted alone
+    first."""
+    if not cards:
+        return
+    runcards = list(cards.values())
+    batch = TrialBatch(runcards[0], problem, slots or len(cards), [*runcards, *reserve])
+    for key, card in cards.items():
+        try:
+            batch.place(key, card)
+        except MustFitAlone:
+            yield key, run_fit(card, problem=problem)
+    while batch.in_flight:
+        yield from batch.advance()
 
 
 def _widest(widths: Sequence[int]) -> Shape:

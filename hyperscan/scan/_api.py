@@ -40,6 +40,7 @@ from hyperscan.scan._local import (
     trial_record,
     usable_cores,
 )
+from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._status import (
     StudyStatus,
     StudySummary,
@@ -75,8 +76,9 @@ from hyperscan.scan.storage import (
     study_storage,
 )
 
-if TYPE_CHECKING:  # TensorFlow: imported by export_confirmed only
+if TYPE_CHECKING:  # TensorFlow: imported by export_confirmed and measure_noise only
     from hyperscan.scan._confirm import Confirmation
+    from hyperscan.scan._noise import TrialNoise
 
 #: The grace period (s) a reader assumes when none is given: the workers' default.
 GRACE_PERIOD = 600
@@ -247,6 +249,27 @@ class Study:
             choice, why = confirmed_choice(self._setup, confirmed, rule)
             text = confirmed_text(self._setup, choice, why, confirmed)
         return ExportedConfirmation(self.name, choice.number, tuple(confirmed), why, text)
+
+    def measure_noise(
+        self,
+        trials: int = 3,
+        repeats: int = 3,
+        on_trial: Callable[[TrialNoise], None] | None = None,
+    ) -> NoiseFloor:
+        """Refit the ``trials`` best complete trials ``repeats`` times in other batch layouts
+        and ``repeats`` times with fresh replicas: the spreads of a value that rounding and
+        the draw of replicas make (recorded on the study, shown by status and export). Each
+        trial is told to ``on_trial`` as it is measured. Builds the study's data and imports
+        TensorFlow: configure it before, if need be."""
+        from hyperscan.scan._noise import measure_noise  # TensorFlow: only now
+
+        problem = self._data()
+        with self.reading():
+            measured = measure_noise(self._setup, trials, repeats, problem, on_trial)
+        return NoiseFloor.of(
+            [(n.value, n.rounding, n.replicas) for n in measured],
+            tuple(n.number for n in measured),
+        )
 
     def export_sample(
         self,

@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 
 from hyperscan._version import __version__
 from hyperscan.data import Problem
-from hyperscan.fit import FitResult, MustFitAlone, TrialBatch, run_fit
+from hyperscan.fit import FitResult, fit_together, run_fit
 from hyperscan.runcard import FitRuncard, ScanRuncard, dump_runcard
 from hyperscan.scan._rule import parse_rule
 from hyperscan.scan._status import pareto_front
@@ -122,19 +122,11 @@ def confirm(
         if on_confirmed is not None:
             on_confirmed(done)
 
-    if len(cards) == 1:
+    if len(cards) == 1:  # alone, as `hyperscan fit` refits it without a batch layout
         ((number, card),) = cards.items()
         ended(number, run_fit(card, problem=problem))
-        return confirmed
-    base = confirming.trial_base.model_copy(update={"replicas": replicas})
-    batch = TrialBatch(base, problem, len(cards), reserve=list(cards.values()))
-    for number, card in cards.items():
-        try:
-            batch.place(number, card)
-        except MustFitAlone:
-            ended(number, run_fit(card, problem=problem))
-    while batch.in_flight:
-        for number, result in batch.advance():
+    else:
+        for number, result in fit_together(cards, problem):
             ended(number, result)
     return confirmed
 

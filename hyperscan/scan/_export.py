@@ -29,6 +29,7 @@ from hyperscan.runcard import (
     runcard_from_dict,
     with_settings,
 )
+from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._rule import RuleError, parse_rule
 from hyperscan.scan._status import pareto_front, state_counts
 from hyperscan.scan._study import ScanError, StudySetup
@@ -164,6 +165,16 @@ def export_trial(
             if objective.loss == "statistic"
             else objective_label(objective, len(setup.runcard.scan.folds))
         )
+    noise = NoiseFloor.stored(setup.study.user_attrs)
+    if noise is not None and not objective.multi:
+        provenance["noise floor"] = noise.text()
+        minimize = setup.study.direction == optuna.study.StudyDirection.MINIMIZE
+        ties = noise.ties(setup.study.get_trials(deepcopy=False), minimize)
+        if len(ties) > 1:
+            provenance["tied with the best"] = (
+                f"trials {', '.join(map(str, ties))}, within the replicas' spread: "
+                f"`hyperscan export --confirm {len(ties)}` chooses among them"
+            )
     provenance |= {
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hyperscan": __version__,

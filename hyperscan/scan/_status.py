@@ -13,6 +13,7 @@ import optuna
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
+from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._study import CONFIRMED_ATTR, StudySetup, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
@@ -131,6 +132,10 @@ class StudyStatus:
     #: By trial number, what `export --confirm` measured: ``scan_values``, the confirmed
     #: ``values`` (None: trashed, ``trashed`` says why) and the fresh ``replicas`` (first, last).
     confirmed: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: What `study noise` measured, and the complete trials tied with the best within the
+    #: replicas' spread (best first); None before it ran.
+    noise: NoiseFloor | None = None
+    ties: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: for `hyperscan study status --json` and scripts."""
@@ -187,6 +192,8 @@ def study_status(setup: StudySetup) -> StudyStatus:
     ]
     bad = [(t.number, trashed(t)) for t in trials if trashed(t)]
     retried = [(failed, retry, lost) for failed, (retry, lost) in retries(trials).items()]
+    noise = NoiseFloor.stored(study.user_attrs)
+    minimize = objective.multi or study.direction == optuna.study.StudyDirection.MINIMIZE
     return StudyStatus(
         name=study.study_name,
         storage=setup.url,
@@ -205,6 +212,8 @@ def study_status(setup: StudySetup) -> StudyStatus:
             int(number): record
             for number, record in study.user_attrs.get(CONFIRMED_ATTR, {}).items()
         },
+        noise=noise,
+        ties=[] if noise is None or objective.multi else noise.ties(trials, minimize),
     )
 
 

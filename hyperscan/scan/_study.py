@@ -37,6 +37,8 @@ VERSION_ATTR = "hyperscan:version"
 ENGINE_ATTR = "hyperscan:engine"
 #: By trial number, what `export --confirm` measured (a finished trial's attributes are final).
 CONFIRMED_ATTR = "hyperscan:confirmed"
+#: What `study noise` measured: the spreads of a value, and each trial's refits.
+NOISE_ATTR = "hyperscan:noise"
 #: Bumped whenever the same runcard would give trials of another meaning (2: n3fit's stopping,
 #: positivity test, per-variable clipping, split and held-out scoring). Studies older than
 #: revisions carry none: 1.
