@@ -7,8 +7,9 @@ objective and the worker loop, which import TensorFlow (seconds, and hundreds of
 first use (``Study.run_worker``), so that study creation, status, export, copies, reports and
 the dashboard start fast and stay small.
 
-The trial attributes a report reads (:data:`RUNCARD_ATTR`, :func:`trashed`,
-:func:`last_report`, :func:`retries`) are public too; a trial's score
+The trial and study attributes a report reads (:data:`RUNCARD_ATTR`, :func:`trashed`,
+:func:`last_report`, :func:`retries`, :data:`CONFIRMED_ATTR`, :class:`NoiseFloor`) are public
+too; a trial's score
 and the objective in words are :mod:`hyperscan.score`'s.
 """
 
@@ -25,13 +26,16 @@ from hyperscan.scan._api import (
 )
 from hyperscan.scan._dashboard import dashboard_app, serve_dashboard
 from hyperscan.scan._export import write_atomically
+from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._status import retries
-from hyperscan.scan._study import RUNCARD_ATTR, ScanError
+from hyperscan.scan._study import CONFIRMED_ATTR, RUNCARD_ATTR, ScanError
 from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.scan.storage import StorageError, open_storage
 
 __all__ = [
+    "CONFIRMED_ATTR",
     "RUNCARD_ATTR",
+    "NoiseFloor",
     "ScanError",
     "StorageError",
     "Study",

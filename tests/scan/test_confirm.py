@@ -5,6 +5,7 @@ trial was fitted with, the one confirmed best written, both values recorded on t
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -71,6 +72,12 @@ def test_the_k_best_are_refitted_with_fresh_replicas_and_the_confirmed_best_is_w
         confirmed = record[str(trial.number)]["values"][0]
         line = f"  trial {trial.number}: scan {trial.value:.6g}, confirmed {confirmed:.6g}"
         assert line + " (replicas 3-5)" in status.stdout
+    reported = cli("report", "--study", "s", "--storage", url, "-o", folder / "report.html")
+    assert reported.exit_code == 0, reported.output
+    row = html.unescape((folder / "report.html").read_text()).split("confirmed (export --confirm)")
+    for trial in best3:
+        confirmed = record[str(trial.number)]["values"][0]
+        assert f"trial {trial.number}: scan {trial.value:.6g} → {confirmed:.6g}" in row[1]
     winner = min(best3, key=lambda t: record[str(t.number)]["values"][0])
     assert f"trial {winner.number} (the best confirmed value) written to {out}" in done.stdout
 

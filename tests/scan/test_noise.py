@@ -5,6 +5,7 @@ show them and name the trials tied with the best within the replicas' spread."""
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from pathlib import Path
@@ -92,6 +93,11 @@ def test_study_noise_measures_records_and_shows_the_floor(scanned):
     header = (folder / "best.yml").read_text()
     assert f"# noise floor: {floor.text()}" in header
     assert ("# tied with the best: " in header) == (len(ties) > 1)
+
+    reported = cli("report", "--study", "s", "--storage", url, "-o", folder / "report.html")
+    assert reported.exit_code == 0, reported.output
+    page = html.unescape((folder / "report.html").read_text())
+    assert f"<th>noise floor</th><td>{floor.text()}" in page
 
 
 def test_bad_noise_requests_are_one_line(scanned, tmp_path):

@@ -22,6 +22,7 @@ from hyperscan.report._study.trials import (
 )
 from hyperscan.report._style import STATE_ORDER
 from hyperscan.runcard import ScanRuncard
+from hyperscan.scan import CONFIRMED_ATTR, NoiseFloor
 
 
 def _fmt(value: Any) -> str:
@@ -234,6 +235,10 @@ def _best_row(trials: Trials, front: Sequence[int] | None) -> tuple[str, str]:
     return "best", f"trial {best.number}, value {best.value:.6g}"
 
 
+def _listed(values: Sequence[float]) -> str:
+    return ", ".join(f"{value:.6g}" for value in values)
+
+
 def summary_rows(
     study: optuna.Study,
     url: str,
@@ -275,6 +280,35 @@ def summary_rows(
                 f"{scan.sampler.name} (seed {scan.sampler.seed}) / {scan.pruner.name}",
             ),  # fmt: skip
         ]
+    noise = NoiseFloor.stored(study.user_attrs)
+    if noise is not None:
+        ties = (
+            []
+            if front is not None
+            else noise.ties(study.get_trials(deepcopy=False), trials.sign > 0)
+        )
+        tied = (
+            f"; tied with the best within the replicas' spread: trials {', '.join(map(str, ties))}"
+            if len(ties) > 1
+            else ""
+        )
+        rows.append(("noise floor", noise.text() + tied))
+    confirmed = study.user_attrs.get(CONFIRMED_ATTR, {})
+    if confirmed:
+        rows.append(
+            (
+                "confirmed (export --confirm)",
+                "; ".join(
+                    f"trial {number}: scan {_listed(record['scan_values'])} → "
+                    + (
+                        _listed(record["values"])
+                        if record["values"] is not None
+                        else f"trashed ({record['trashed']})"
+                    )
+                    for number, record in sorted(confirmed.items(), key=lambda kv: int(kv[0]))
+                ),
+            )
+        )
     starts = [t.started for t in trials.all if t.started]
     ends = [t.finished for t in trials.all if t.finished]
     if starts and ends:
