@@ -255,3 +255,21 @@ def assert_nothing_lost(trials: list[FrozenTrial], budget: int) -> None:
             assert math.isfinite(trial.value)
             assert "trashed" not in trial.user_attrs
         assert trial.user_attrs["worker"].startswith(f"{HOST}:")
+
+
+def finished_scan(folder: Path, trials: int, **fit: Any) -> str:
+    """Study "s" of a tiny float64 scan of ``trials`` trials of 2 replicas (300 epochs; ``fit``
+    sections changed), run to its budget by `hyperscan scan` on a journal in ``folder``; its
+    storage URL."""
+    card = scan_card(
+        scan={"trials": trials, "replicas": 2},
+        epochs=300,
+        stopping={"patience": 0.3, "threshold_chi2": 50.0},
+        training={"precision": "float64", "steps_per_call": 50},
+        **fit,
+    )
+    url = str(folder / "scan.journal")
+    create(write_card(folder / "scan.yml", card), url, "s")
+    done = cli("scan", folder / "scan.yml", "--storage", url, "--name", "s", "--workers", "1")
+    assert done.exit_code == 0, done.output
+    return url

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _service import assert_clean_failure, cli, create, scan_card, write_card
+from _service import assert_clean_failure, cli, create, finished_scan, write_card
 from optuna.trial import TrialState
 from test_export import refit
 from test_multiobjective import multi_card
@@ -28,18 +28,7 @@ CONFIRMED_LINE = re.compile(r"^trial (\d+): scan (\S+), confirmed (\S+)$", re.MU
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A finished tiny scan of 5 trials of 2 replicas (journal), by `hyperscan scan`."""
     folder = tmp_path_factory.mktemp("confirm")
-    card = scan_card(
-        scan={"trials": 5, "replicas": 2},
-        architecture={"nodes": [6], "activations": ["tanh"]},
-        epochs=300,
-        stopping={"patience": 0.3, "threshold_chi2": 50.0},
-        training={"precision": "float64", "steps_per_call": 50},
-    )
-    url = str(folder / "scan.journal")
-    create(write_card(folder / "scan.yml", card), url, "s")
-    done = cli("scan", folder / "scan.yml", "--storage", url, "--name", "s", "--workers", "1")
-    assert done.exit_code == 0, done.output
-    return folder, url
+    return folder, finished_scan(folder, 5, architecture={"nodes": [6], "activations": ["tanh"]})
 
 
 def test_the_k_best_are_refitted_with_fresh_replicas_and_the_confirmed_best_is_written(scanned):

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _service import assert_clean_failure, cli, create, scan_card, write_card
+from _service import assert_clean_failure, cli, create, finished_scan, write_card
 from optuna.trial import TrialState
 from test_multiobjective import multi_card
 
@@ -46,17 +46,7 @@ def test_the_floor_is_the_mean_relative_spread_and_ties_are_within_the_replicas_
 def scanned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A finished tiny scan (float64, 300 epochs) of 4 trials of 2 replicas."""
     folder = tmp_path_factory.mktemp("noise")
-    card = scan_card(
-        scan={"trials": 4, "replicas": 2},
-        epochs=300,
-        stopping={"patience": 0.3, "threshold_chi2": 50.0},
-        training={"precision": "float64", "steps_per_call": 50},
-    )
-    url = str(folder / "scan.journal")
-    create(write_card(folder / "scan.yml", card), url, "s")
-    done = cli("scan", folder / "scan.yml", "--storage", url, "--name", "s", "--workers", "1")
-    assert done.exit_code == 0, done.output
-    return folder, url
+    return folder, finished_scan(folder, 4)
 
 
 def test_study_noise_measures_records_and_shows_the_floor(scanned):
