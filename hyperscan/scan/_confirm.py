@@ -23,7 +23,7 @@ from hyperscan.fit import FitResult, fit_together, run_fit
 from hyperscan.runcard import FitRuncard, ScanRuncard, dump_runcard
 from hyperscan.scan._rule import parse_rule
 from hyperscan.scan._status import pareto_front
-from hyperscan.scan._study import CONFIRMED_ATTR, ScanError, StudySetup
+from hyperscan.scan._study import CONFIRMED_ATTR, ScanError, StudySetup, minimizes, ranked
 from hyperscan.score import Scoring, score
 
 
@@ -61,12 +61,12 @@ def candidates(setup: StudySetup, count: int, rule: str | None) -> list[optuna.t
         parsed = parse_rule(rule, objective.names)
         _, front = pareto_front(setup)
         values = {trial.number: trial.values for trial in front}
-        ranked = []
-        while values and len(ranked) < count:
-            ranked.append(parsed.choose(list(values.items())))
-            values.pop(ranked[-1])
+        preferred: list[int] = []
+        while values and len(preferred) < count:
+            preferred.append(parsed.choose(list(values.items())))
+            values.pop(preferred[-1])
         trials = {t.number: t for t in setup.study.get_trials(deepcopy=False)}
-        chosen = [trials[number] for number in ranked]
+        chosen = [trials[number] for number in preferred]
     else:
         if rule is not None:
             raise ScanError(
@@ -74,8 +74,7 @@ def candidates(setup: StudySetup, count: int, rule: str | None) -> list[optuna.t
                 f"{name!r} has one objective"
             )
         complete = setup.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-        sign = 1 if setup.study.direction == optuna.study.StudyDirection.MINIMIZE else -1
-        chosen = sorted(complete, key=lambda t: (sign * t.value, t.number))[:count]
+        chosen = ranked(complete, minimizes(setup.study))[:count]
     if not chosen:
         raise ScanError(f"study {name!r} has no complete trial yet: nothing to confirm")
     return chosen
@@ -161,7 +160,7 @@ def confirmed_choice(
         )
         why = f"{parsed}, by the confirmed values"
     else:
-        sign = 1 if setup.study.direction == optuna.study.StudyDirection.MINIMIZE else -1
+        sign = 1 if minimizes(setup.study) else -1
         number = min(kept, key=lambda c: (sign * c.values[0], c.number)).number
         why = "the best confirmed value"
     return next(c for c in kept if c.number == number), why

@@ -32,7 +32,7 @@ from hyperscan.runcard import (
 from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._rule import RuleError, parse_rule
 from hyperscan.scan._status import pareto_front, state_counts
-from hyperscan.scan._study import ScanError, StudySetup
+from hyperscan.scan._study import ScanError, StudySetup, minimizes, ranked
 from hyperscan.scan._trial_attrs import last_report, trashed
 from hyperscan.score import objective_label
 
@@ -168,8 +168,7 @@ def export_trial(
     noise = NoiseFloor.stored(setup.study.user_attrs)
     if noise is not None and not objective.multi:
         provenance["noise floor"] = noise.text()
-        minimize = setup.study.direction == optuna.study.StudyDirection.MINIMIZE
-        ties = noise.ties(setup.study.get_trials(deepcopy=False), minimize)
+        ties = noise.ties(setup.study.get_trials(deepcopy=False), minimizes(setup.study))
         if len(ties) > 1:
             provenance["tied with the best"] = (
                 f"trials {', '.join(map(str, ties))}, within the replicas' spread: "
@@ -288,8 +287,8 @@ def _ranked(setup: StudySetup, sample: int, thermalization: int) -> tuple[list, 
             f"--sample {sample} is more than the {len(eligible)} eligible trials of study "
             f"{name!r} (complete, not trashed, numbered {thermalization} or above)"
         )
-    sign = 1 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1
-    best = sorted(eligible, key=lambda t: (sign * t.value, t.number))[:sample]
+    sign = 1 if minimizes(study) else -1
+    best = ranked(eligible, minimizes(study))[:sample]
     return eligible, best, sign
 
 

@@ -27,7 +27,7 @@ from hyperscan.data import Problem
 from hyperscan.fit import fit_together, run_fit
 from hyperscan.runcard import FitRuncard
 from hyperscan.scan._noise_floor import NoiseFloor
-from hyperscan.scan._study import NOISE_ATTR, ScanError, StudySetup
+from hyperscan.scan._study import NOISE_ATTR, ScanError, StudySetup, minimizes, ranked
 from hyperscan.score import Scoring, score
 
 #: How far apart the seeds of two draws are: replica ids are combined with them, so draws
@@ -64,8 +64,7 @@ def measure_noise(
             "floor is measured on a single objective's value"
         )
     complete = setup.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    sign = 1 if setup.study.direction == optuna.study.StudyDirection.MINIMIZE else -1
-    best = sorted(complete, key=lambda t: (sign * t.value, t.number))[:count]
+    best = ranked(complete, minimizes(setup.study))[:count]
     if not best:
         raise ScanError(f"study {name!r} has no complete trial yet: nothing to refit")
     # The layouts a worker's batch has: room for the space's widest trials (scan/_worker.py).

@@ -13,7 +13,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan.scan._study import NOISE_ATTR
+from hyperscan.scan._study import NOISE_ATTR, ranked
 
 
 @dataclass(frozen=True)
@@ -63,10 +63,10 @@ class NoiseFloor:
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
         if not complete or not np.isfinite(self.replicas):
             return []
+        best, *_ = order = ranked(complete, minimize)
+        margin = self.replicas * abs(best.value)
         sign = 1 if minimize else -1
-        ranked = sorted(complete, key=lambda t: (sign * t.value, t.number))
-        margin = self.replicas * abs(ranked[0].value)
-        return [t.number for t in ranked if sign * (t.value - ranked[0].value) <= margin]
+        return [t.number for t in order if sign * (t.value - best.value) <= margin]
 
     def text(self) -> str:
         """The floor in words, for status, export and the report."""

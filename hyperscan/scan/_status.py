@@ -14,7 +14,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from hyperscan.scan._noise_floor import NoiseFloor
-from hyperscan.scan._study import CONFIRMED_ATTR, StudySetup, stored_budget
+from hyperscan.scan._study import CONFIRMED_ATTR, StudySetup, minimizes, stored_budget
 from hyperscan.scan._trial_attrs import WORKER_ATTR, repeated, trashed
 from hyperscan.scan.storage import (
     load_study,
@@ -193,7 +193,7 @@ def study_status(setup: StudySetup) -> StudyStatus:
     bad = [(t.number, trashed(t)) for t in trials if trashed(t)]
     retried = [(failed, retry, lost) for failed, (retry, lost) in retries(trials).items()]
     noise = NoiseFloor.stored(study.user_attrs)
-    minimize = objective.multi or study.direction == optuna.study.StudyDirection.MINIMIZE
+    minimize = objective.multi or minimizes(study)
     return StudyStatus(
         name=study.study_name,
         storage=setup.url,

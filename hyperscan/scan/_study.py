@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.storages import BaseStorage
+from optuna.trial import FrozenTrial
 
 from hyperscan._version import __version__
 from hyperscan.data import Problem, empty_folds, load_problem, unknown_names, untrained_members
@@ -328,3 +330,14 @@ def study_problem(setup: StudySetup) -> Problem:
             "data of the study"
         )
     return problem
+
+
+def minimizes(study: optuna.Study) -> bool:
+    """Whether a single-objective study's lower values are better."""
+    return study.direction == optuna.study.StudyDirection.MINIMIZE
+
+
+def ranked(trials: Iterable[FrozenTrial], minimize: bool) -> list[FrozenTrial]:
+    """Complete single-objective trials, best first (a tie to the lower number)."""
+    sign = 1 if minimize else -1
+    return sorted(trials, key=lambda t: (sign * t.value, t.number))
