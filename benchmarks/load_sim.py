@@ -460,7 +460,11 @@ def simulate(
         "slots": slots,
         "trials_budget": trials,
         "trials_finished": finished,
+        # exact: the budget reached, not passed; a run the time limit ended short of it
+        # shows "budget_reached": false and must still show "over_budget": 0
         "exact": finished == trials,
+        "budget_reached": finished >= trials,
+        "over_budget": max(0, finished - trials),
         "states": {k: v for k, v in states.items() if v},
         "errors": len(errors),
         "error_samples": errors[:3],
