@@ -1,0 +1,537 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A load simulator for the scan's storage (issue #55, item 8): N simulated workers, as
+threads of this one process, each with its own storage (its own connection pool, as a real
+worker process has), run through the real trial loop (scan/_scheduler.py's ``run_trials``),
+the real budget gate, heartbeats, stale-trial failing and retry schedule (``WorkerLimits``).
+Only the fit and its score are stood in for: a trial's slot is held for a drawn time
+(exponential, mean --trial-seconds, capped at 4x) and told a drawn value. No fit runs;
+TensorFlow is imported (``hyperscan.fit`` imports it) but never used.
+
+Storages: PostgreSQL (each worker an ``open_storage`` of its own), or Optuna's own gRPC
+storage proxy (``optuna.storages.run_grpc_proxy_server``) in a subprocess on a loopback port
+in front of hyperscan's PostgreSQL storage, the workers ``GrpcStorageProxy`` clients.
+
+Every run makes a fresh scratch database on 127.0.0.1 (or uses --url), stops by itself at the
+budget or --duration-limit, and prints what it measured as JSON. Threads share one GIL: the
+sampler's CPU time is serialised across workers here, as it is not across worker processes.
+
+    PYTHONPATH=. python benchmarks/load_sim.py --workers 50 --slots 8 --trials 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from hyperscan.scan._lifecycle import Ending
+from hyperscan.scan._limits import WorkerLimits
+from hyperscan.scan._scheduler import run_trials
+from hyperscan.scan.storage import gate_takes, load_study, open_storage
+from hyperscan.scan.storage._internals import backend_storage, study_storage
+
+ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+
+# --- the stand-ins: the fit and its score ----------------------------------------------------
+
+
+class SimObjective:
+    """Objective's two halves without a runcard: four drawn values (the sampler's work, as a
+    small search space makes it), a handful of attributes written, a drawn value told."""
+
+    problem = None
+
+    def __init__(self, stop: threading.Event, rng: np.random.Generator, probe: Probe) -> None:
+        self.stop = stop
+        self.rng = rng
+        self.probe = probe
+
+    def start(self, trial: optuna.Trial) -> tuple[dict, None]:
+        trial.set_user_attr("worker", threading.current_thread().name)
+        params = {
+            "lr": trial.suggest_float("lr", 1e-5, 1e-1, log=True),
+            "width": trial.suggest_int("width", 8, 64),
+            "dropout": trial.suggest_float("dropout", 0.0, 0.3),
+            "activation": trial.suggest_categorical("activation", ["tanh", "gelu", "sigmoid"]),
+        }
+        self.probe.asked(trial.number)  # the sampler's time for this trial, ask to last suggest
+        return params, None
+
+    def finish(self, trial, params, result, monitor, trash_reason=None):
+        if result is None:
+            return Ending.TRASHED, None
+        for key in ("chi2_train", "chi2_valid", "seconds"):  # as a real trial records a few
+            trial.set_user_attr(key, float(self.rng.random()))
+        value = (np.log10(params["lr"]) + 3) ** 2 + params["dropout"] + self.rng.normal(0, 0.1)
+        return Ending.COMPLETE, [float(value)]
+
+
+class SimRunner:
+    """The runner of S slots: a placed trial ends after its drawn hold time."""
+
+    def __init__(self, slots: int, mean: float, rng: np.random.Generator) -> None:
+        self.slots = slots
+        self.mean = mean
+        self.rng = rng
+        self.placed: dict[Any, float] = {}  # key -> monotonic end
+
+    @property
+    def free_slots(self) -> int:
+        return self.slots - len(self.placed)
+
+    def place(self, key, card, on_sync=None) -> None:
+        hold = min(self.rng.exponential(self.mean), 4 * self.mean)
+        self.placed[key] = time.monotonic() + hold
+
+    def drop(self, key) -> None:
+        self.placed.pop(key, None)
+
+    def advance(self) -> list:
+        if not self.placed:
+            return []
+        first = min(self.placed.values())
+        time.sleep(max(0.0, first - time.monotonic()))
+        now = time.monotonic()
+        ended = [key for key, end in self.placed.items() if end <= now]
+        for key in ended:
+            del self.placed[key]
+        return [(key, True) for key in ended]  # any non-None result: scored by SimObjective
+
+
+# --- what is measured -------------------------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    """One worker's timings; lists appended from its own thread only."""
+
+    ask: list[float] = field(default_factory=list)
+    tell: list[float] = field(default_factory=list)
+    # (trial number, wall seconds, this thread's CPU seconds): the wall time includes waits for
+    # the GIL that the other simulated workers hold, the CPU time is the sampler's own cost
+    sampler: list[tuple[int, float, float]] = field(default_factory=list)
+    gate_wait: list[float] = field(default_factory=list)  # lock taken and trials counted
+    _sampling: float = 0.0
+    _sampling_cpu: float = 0.0
+
+    def asked(self, number: int) -> None:
+        self.sampler.append((number, self._sampling, self._sampling_cpu))
+        self._sampling = self._sampling_cpu = 0.0
+
+    def instrument(self, study: optuna.Study) -> None:
+        ask, tell = study.ask, study.tell
+
+        def timed_ask(*args, **kwargs):
+            self._sampling = self._sampling_cpu = 0.0
+            started = time.perf_counter()
+            try:
+                return ask(*args, **kwargs)
+            finally:
+                self.ask.append(time.perf_counter() - started)
+
+        def timed_tell(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return tell(*args, **kwargs)
+            finally:
+                self.tell.append(time.perf_counter() - started)
+
+        study.ask, study.tell = timed_ask, timed_tell
+        sampler = study.sampler
+        names = ("before_trial", "infer_relative_search_space", "sample_relative")
+        for name in (*names, "sample_independent"):  # the sampler's work, wherever it is done
+            setattr(sampler, name, self._timed(getattr(sampler, name)))
+        backend = backend_storage(study_storage(study))
+        if hasattr(backend, "_taken"):
+            taken = backend._taken
+
+            @contextlib.contextmanager
+            def timed_taken(study_id: int) -> Iterator[int]:
+                started = time.perf_counter()
+                with taken(study_id) as count:
+                    self.gate_wait.append(time.perf_counter() - started)
+                    yield count
+
+            backend._taken = timed_taken
+
+    def _timed(self, method):
+        def timed(*args, **kwargs):
+            started, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._sampling += time.perf_counter() - started
+                self._sampling_cpu += time.thread_time() - cpu
+
+        return timed
+
+
+class PostgresWatch:
+    """Every half second: the database's connections, and backends waiting on a lock (the
+    gate's advisory lock), and the CPU time of each postgres process from /proc (a worker's
+    backend exits with its connection, so it is read while it lives); commits, start to end."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg2
+        import sqlalchemy
+
+        parsed = sqlalchemy.engine.make_url(url)
+        self.database = parsed.database
+        self.connection = psycopg2.connect(
+            host=parsed.host, port=parsed.port or 5432, user=parsed.username,
+            password=parsed.password, dbname="postgres", connect_timeout=3,
+        )  # fmt: skip
+        self.connection.autocommit = True
+        self.peak_connections = 0
+        self.peak_lock_waiters = 0
+        self.lock_wait_samples = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="pg-watch", daemon=True)
+
+    def _query(self, sql: str) -> Any:
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, {"db": self.database})
+            return cursor.fetchone()
+
+    def _commits(self) -> int:
+        return self._query("SELECT xact_commit FROM pg_stat_database WHERE datname = %(db)s")[0]
+
+    def __enter__(self) -> PostgresWatch:
+        self.cpu0 = postgres_cpu()
+        self.cpu = dict(self.cpu0)
+        self.commits0, self.t0 = self._commits(), time.monotonic()
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.5):
+            total, waiting = self._query(
+                "SELECT count(*), count(*) FILTER (WHERE wait_event_type = 'Lock')"
+                " FROM pg_stat_activity WHERE datname = %(db)s AND pid <> pg_backend_pid()"
+            )
+            self.samples += 1
+            self.cpu.update(postgres_cpu())
+            self.peak_connections = max(self.peak_connections, total)
+            self.peak_lock_waiters = max(self.peak_lock_waiters, waiting)
+            self.lock_wait_samples += waiting > 0
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        wall = time.monotonic() - self.t0
+        time.sleep(1.1)  # PostgreSQL 15 flushes a backend's counts within a second
+        self.commits = self._commits() - self.commits0
+        self.tps = self.commits / wall
+        self.cpu.update(postgres_cpu())
+        used = sum(cpu - self.cpu0.get(pid, 0.0) for pid, cpu in self.cpu.items())
+        self.postgres_cores = used / wall
+        self.connection.close()
+
+
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds of each postgres process on this machine (user + system), by process id."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    seen = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)
+            if "(postgres" not in fields[0]:
+                continue
+            parts = fields[1].split()
+            seen[int(pid)] = (int(parts[11]) + int(parts[12])) / ticks
+        except (OSError, IndexError):
+            continue
+    return seen
+
+
+# --- a run ------------------------------------------------------------------------------------
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"n": 0, "p50_ms": None, "p95_ms": None, "p99_ms": None}
+    ms = np.asarray(values) * 1e3
+    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    return {"n": len(values), "p50_ms": round(p50, 2), "p95_ms": round(p95, 2),
+            "p99_ms": round(p99, 2)}  # fmt: skip
+
+
+@contextlib.contextmanager
+def scratch_database() -> Iterator[str]:
+    import psycopg2
+
+    name = f"sim_{uuid.uuid4().hex[:10]}"
+
+    def admin(statement: str) -> None:
+        connection = psycopg2.connect(ADMIN_DSN, connect_timeout=3)
+        try:
+            connection.autocommit = True
+            with connection.cursor() as cursor:
+                cursor.execute(statement)
+        finally:
+            connection.close()
+
+    admin(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"postgresql+psycopg2://postgres@127.0.0.1:5432/{name}"
+    finally:
+        admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def grpc_proxy(url: str, heartbeat: int, grace: int, threads: int) -> Iterator[tuple[int, Any]]:
+    """Optuna's gRPC proxy in a subprocess on a loopback port, in front of ``url``."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve-proxy",
+            url,
+            str(port),
+            str(heartbeat),
+            str(grace),
+            str(threads),
+        ],  # fmt: skip
+        env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the gRPC proxy did not start")
+            time.sleep(0.2)
+        yield port, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def serve_proxy(url: str, port: int, heartbeat: int, grace: int, threads: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    storage = open_storage(url, heartbeat_interval=heartbeat, grace_period=grace)
+    optuna.storages.run_grpc_proxy_server(
+        storage, host="127.0.0.1", port=port, thread_pool=ThreadPoolExecutor(threads)
+    )
+
+
+def process_cpu(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        parts = handle.read().rsplit(")", 1)[1].split()
+    return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class WarningCount(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.first: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+        if len(self.first) < 5:
+            self.first.append(record.getMessage()[:200])
+
+
+def simulate(
+    url: str,
+    *,
+    workers: int,
+    slots: int,
+    trials: int,
+    storage: str = "postgres",
+    duration_limit: float = 120.0,
+    trial_seconds: float = 1.0,
+    sampler: str = "tpe",
+    heartbeat: int = 5,
+    grace: int = 30,
+    proxy_threads: int = 10,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One run against the empty database at ``url``; what it measured."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    logged = WarningCount()
+    logging.getLogger().addHandler(logged)
+    admin = open_storage(url, create=True, heartbeat_interval=heartbeat, grace_period=grace)
+    name = f"sim-{uuid.uuid4().hex[:8]}"
+    optuna.create_study(study_name=name, storage=admin, direction="minimize")
+    stop = threading.Event()
+    probes = [Probe() for _ in range(workers)]
+    errors: list[str] = []
+    proxy = grpc_proxy(url, heartbeat, grace, proxy_threads) if storage == "grpc" else None
+    with contextlib.ExitStack() as stack:
+        port, proxy_process = stack.enter_context(proxy) if proxy else (None, None)
+        proxy_cpu0 = process_cpu(proxy_process.pid) if proxy_process else 0.0
+
+        def worker(number: int) -> None:
+            rng = np.random.default_rng([seed, number])
+            try:
+                if storage == "grpc":
+                    own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=port)
+                else:
+                    own = open_storage(url, heartbeat_interval=heartbeat, grace_period=grace)
+                study = load_study(own, name)
+                worker_seed = int(rng.integers(2**31))
+                study.sampler = (
+                    optuna.samplers.RandomSampler(seed=worker_seed)
+                    if sampler == "random"
+                    else optuna.samplers.TPESampler(seed=worker_seed, constant_liar=True)
+                )
+                probes[number].instrument(study)
+                limits = WorkerLimits(study, trials, stop, timeout=duration_limit, url=url)
+                objective = SimObjective(stop, rng, probes[number])
+                gate_takes(study, limits.room_for_one)  # a no-op on a GrpcStorageProxy
+                try:
+                    run_trials(study, objective, SimRunner(slots, trial_seconds, rng), limits)
+                finally:
+                    gate_takes(study, None)
+                    if storage == "grpc":
+                        own.close()
+                    else:
+                        own.engine.dispose()
+            except Exception as error:  # counted, and the run goes on
+                errors.append(f"worker {number}: {type(error).__name__}: {error}"[:300])
+
+        threads = [
+            threading.Thread(target=worker, args=(n,), name=f"w{n}", daemon=True)
+            for n in range(workers)
+        ]
+        cpu0 = time.process_time()
+        with PostgresWatch(url) as watch:
+            started = time.monotonic()
+            for thread in threads:
+                thread.start()
+            hard_end = started + duration_limit + 8 * trial_seconds + 30
+            for thread in threads:
+                thread.join(max(0.0, hard_end - time.monotonic()))
+            alive = sum(thread.is_alive() for thread in threads)
+            stop.set()
+            wall = time.monotonic() - started
+        sim_cores = (time.process_time() - cpu0) / wall
+        proxy_cores = (process_cpu(proxy_process.pid) - proxy_cpu0) / wall if proxy else None
+    logging.getLogger().removeHandler(logged)
+    final = optuna.load_study(study_name=name, storage=admin).get_trials(deepcopy=False)
+    states = {state.name: 0 for state in TrialState}
+    for trial in final:
+        states[trial.state.name] += 1
+    finished = states["COMPLETE"] + states["PRUNED"]
+    samples = sorted(s for probe in probes for s in probe.sampler)
+    tenth = max(1, len(samples) // 10)
+    gate = [w for probe in probes for w in probe.gate_wait]
+    admin.engine.dispose()
+    return {
+        "storage": storage,
+        "workers": workers,
+        "slots": slots,
+        "trials_budget": trials,
+        "trials_finished": finished,
+        # exact: the budget reached, not passed; a run the time limit ended short of it
+        # shows "budget_reached": false and must still show "over_budget": 0
+        "exact": finished == trials,
+        "budget_reached": finished >= trials,
+        "over_budget": max(0, finished - trials),
+        "states": {k: v for k, v in states.items() if v},
+        "errors": len(errors),
+        "error_samples": errors[:3],
+        "warnings": logged.count,
+        "warning_samples": logged.first[:3],
+        "workers_still_running_at_hard_end": alive,
+        "ask": percentiles([a for probe in probes for a in probe.ask]),
+        "tell": percentiles([t for probe in probes for t in probe.tell]),
+        "sampler_ms_per_ask_first_10pct": round(
+            1e3 * statistics.mean(s[1] for s in samples[:tenth]), 2) if samples else None,
+        "sampler_ms_per_ask_last_10pct": round(
+            1e3 * statistics.mean(s[1] for s in samples[-tenth:]), 2) if samples else None,
+        "sampler_cpu_ms_per_ask_first_10pct": round(
+            1e3 * statistics.mean(s[2] for s in samples[:tenth]), 2) if samples else None,
+        "sampler_cpu_ms_per_ask_last_10pct": round(
+            1e3 * statistics.mean(s[2] for s in samples[-tenth:]), 2) if samples else None,
+        "gate": percentiles(gate),
+        "gate_seconds_total": round(sum(gate), 2),
+        "peak_connections": watch.peak_connections,
+        "peak_lock_waiters": watch.peak_lock_waiters,
+        "samples_with_lock_waiters": f"{watch.lock_wait_samples}/{watch.samples}",
+        "commits": watch.commits,
+        "tps": round(watch.tps, 1),
+        "postgres_cores": round(watch.postgres_cores, 2),
+        "simulator_cores": round(sim_cores, 2),
+        "proxy_cores": None if proxy_cores is None else round(proxy_cores, 2),
+        "trials_per_second": round(finished / wall, 2),
+        "wall_s": round(wall, 1),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, default=10)
+    parser.add_argument("--slots", type=int, default=1)
+    parser.add_argument("--trials", type=int, default=1000)
+    parser.add_argument("--storage", choices=["postgres", "grpc"], default="postgres")
+    parser.add_argument("--duration-limit", type=float, default=120.0, help="seconds")
+    parser.add_argument("--trial-seconds", type=float, default=1.0, help="mean hold time")
+    parser.add_argument("--sampler", choices=["tpe", "random"], default="tpe")
+    parser.add_argument("--heartbeat", type=int, default=5, help="heartbeat interval, s")
+    parser.add_argument("--grace", type=int, default=30, help="stale after, s")
+    parser.add_argument("--proxy-threads", type=int, default=10, help="gRPC server threads")
+    parser.add_argument("--url", help="an empty PostgreSQL database (default: a scratch one)")
+    args = parser.parse_args(argv)
+    options = dict(
+        workers=args.workers, slots=args.slots, trials=args.trials, storage=args.storage,
+        duration_limit=args.duration_limit, trial_seconds=args.trial_seconds,
+        sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
+        proxy_threads=args.proxy_threads,
+    )  # fmt: skip
+    if args.url:
+        result = simulate(args.url, **options)
+    else:
+        with scratch_database() as url:
+            result = simulate(url, **options)
+    print(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 7 and sys.argv[1] == "--serve-proxy":
+        url, port, heartbeat, grace, threads = sys.argv[2:]
+        serve_proxy(url, int(port), int(heartbeat), int(grace), int(threads))
+    else:
+        main()

@@ -1,0 +1,20 @@
+"""benchmarks/load_sim.py at a tiny scale against the test PostgreSQL: simulated workers
+through the real trial loop, budget gate and heartbeats take exactly the budget, with no
+error and no trial left behind."""
+
+from __future__ import annotations
+
+from _scripts import load_benchmark
+
+
+def test_simulated_workers_take_exactly_the_budget_on_postgres(postgres_url):
+    sim = load_benchmark("load_sim")
+    result = sim.simulate(
+        postgres_url, workers=4, slots=2, trials=20, duration_limit=20, trial_seconds=0.2
+    )
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["trials_finished"] == 20 and result["exact"]
+    assert set(result["states"]) == {"COMPLETE"}  # none RUNNING, WAITING or FAIL
+    assert result["workers_still_running_at_hard_end"] == 0
+    assert result["ask"]["n"] >= 20 and result["tell"]["n"] == 20
+    assert result["gate"]["n"] >= 20  # every take went through the budget's gate
