@@ -105,8 +105,7 @@ def test_a_trial_refitted_in_its_batch_layout_is_bit_for_bit_its_slotted_fit(pre
     by `fit_runcard` in such a batch, the other slots empty, and gives the slotted result bit
     for bit: trials refilled into a freed slot (started at a later step, beside other trials)
     included. The layout is needed: alone, the trials round otherwise."""
-    trials = [t.model_copy(update={"epochs": 300}) for t in TRIALS]
-    trials = [with_training(t, precision=precision) for t in trials]
+    trials = [with_training(t, precision=precision) for t in TRIALS]
     problem = load_problem(trials[0])
     batch = TrialBatch(trials[0], problem, slots=2, reserve=trials)
     results = _fit_all(batch, trials)
