@@ -21,6 +21,7 @@ from hyperscan._version import __version__
 from hyperscan.data import Problem
 from hyperscan.fit import FitResult, fit_together, run_fit
 from hyperscan.runcard import FitRuncard, ScanRuncard, dump_runcard
+from hyperscan.scan._export import values_text
 from hyperscan.scan._rule import parse_rule
 from hyperscan.scan._status import pareto_front
 from hyperscan.scan._study import CONFIRMED_ATTR, ScanError, StudySetup, minimizes, ranked
@@ -195,8 +196,4 @@ def confirmed_text(
 
 
 def _values(values: tuple[float, ...] | None, names: tuple[str, ...]) -> str:
-    if values is None:
-        return "none"
-    if len(values) == 1:
-        return f"value {values[0]:.6g}"
-    return "values " + ", ".join(f"{n} {v:.6g}" for n, v in zip(names, values, strict=True))
+    return "none" if values is None else values_text(values, names)

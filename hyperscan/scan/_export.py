@@ -97,19 +97,19 @@ def ruled_trial(setup: StudySetup, rule: str) -> tuple[optuna.trial.FrozenTrial,
     return chosen, f"{parsed}: trial {number} of the {len(front)} on the Pareto front"
 
 
-def values_text(trial: optuna.trial.FrozenTrial, names: tuple[str, ...]) -> str:
-    """A complete trial's value, or its values by objective name."""
-    if len(trial.values) == 1:
-        return f"value {trial.value:.6g}"
+def values_text(values: Sequence[float], names: tuple[str, ...]) -> str:
+    """A value, or values by objective name (a complete trial's, a confirmed refit's)."""
+    if len(values) == 1:
+        return f"value {values[0]:.6g}"
     return "values " + ", ".join(
-        f"{name} {value:.6g}" for name, value in zip(names, trial.values, strict=True)
+        f"{name} {value:.6g}" for name, value in zip(names, values, strict=True)
     )
 
 
 def outcome(trial: optuna.trial.FrozenTrial, names: tuple[str, ...] = ("value",)) -> str:
     """A trial's value (values, by objective name), or why it has none, in a few words."""
     if trial.state == TrialState.COMPLETE:
-        return values_text(trial, names)
+        return values_text(trial.values, names)
     reason = trashed(trial)
     if reason:
         return f"trashed: {reason}"

@@ -26,7 +26,6 @@ from optuna.trial import TrialState
 from hyperscan.data import Problem
 from hyperscan.fit import fit_together, run_fit
 from hyperscan.runcard import FitRuncard
-from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._study import NOISE_ATTR, ScanError, StudySetup, minimizes, ranked
 from hyperscan.score import Scoring, score
 
@@ -67,15 +66,15 @@ def measure_noise(
     best = ranked(complete, minimizes(setup.study))[:count]
     if not best:
         raise ScanError(f"study {name!r} has no complete trial yet: nothing to refit")
-    # The layouts a worker's batch has: room for the space's widest trials (scan/_worker.py).
+    # Room for the space's widest trials, as a worker's batch has (scan/_worker.py), and more.
     widest = runcard.scan.space.widest(runcard.trial_base)
+    wider = [[_widened(wide, extra) for wide in widest] for extra in range(1, repeats)]
     own = Scoring.of(runcard, problem)
     measured = []
     for trial in best:
         card = runcard.trial_runcard(trial.params)
         rounding = [_value(run_fit(card, problem=problem), own)]
-        for extra in range(1, repeats):
-            reserve = [_widened(wide, extra) for wide in widest]
+        for reserve in wider:
             ((_, result),) = fit_together({0: card}, problem, 2, reserve=reserve)
             rounding.append(_value(result, own))
         draws = dict(fit_together({k: _reseeded(card, k) for k in range(1, repeats + 1)}, problem))
@@ -119,12 +118,10 @@ def _value(result: Any, scoring: Scoring) -> float:
 
 
 def _record(study: optuna.Study, measured: list[TrialNoise], repeats: int) -> None:
-    floor = NoiseFloor.of([(n.value, n.rounding, n.replicas) for n in measured], ())
+    # Each trial's refits: the floor is derived from them where it is read (NoiseFloor.stored).
     study.set_user_attr(
         NOISE_ATTR,
         {
-            "rounding": _finite((floor.rounding,))[0],
-            "replicas": _finite((floor.replicas,))[0],
             "repeats": repeats,
             "trials": {
                 str(n.number): {

@@ -102,10 +102,8 @@ class GatedTakes:
         write = super().set_trial_state_values  # type: ignore[misc]
         if state != TrialState.RUNNING:
             return write(trial_id, state, values)
-        if self._gate is None:
-            taken = write(trial_id, state, values)
-        else:  # a worker takes trials of the study it gates only
-            taken = self._take(self._gated_study, lambda: write(trial_id, state, values))
+        # A worker takes trials of the study it gates only (without a gate: as Optuna does).
+        taken = self._take(self._gated_study, lambda: write(trial_id, state, values))
         if taken and self._asking is not None:
             self._asking.append(trial_id)
         return taken
