@@ -9,16 +9,21 @@ from __future__ import annotations
 
 from ._closure import CLOSURE_SIZES, STANDARD_XGRID, closure_problem
 from ._compare import experimental_chi2, grid_predictions
+from ._export_grid import export_xgrid
 from ._flavours import (
     FIT_BASIS,
     FK_BASIS,
+    LHA_BASIS,
     PHYSICAL_FLAVOURS,
     fit_to_fk_rotation,
+    fk_to_lha_rotation,
     flavour_combination,
     toy_pdf,
 )
 from ._from_runcard import (
+    FitTheory,
     empty_folds,
+    fit_theory,
     level1_data,
     load_problem,
     unknown_names,
@@ -33,10 +38,12 @@ __all__ = [
     "CLOSURE_SIZES",
     "FIT_BASIS",
     "FK_BASIS",
+    "LHA_BASIS",
     "PHYSICAL_FLAVOURS",
     "REAL_DATASETS",
     "STANDARD_XGRID",
     "Dataset",
+    "FitTheory",
     "FkTable",
     "PositivitySet",
     "Problem",
@@ -44,7 +51,10 @@ __all__ = [
     "combine",
     "empty_folds",
     "experimental_chi2",
+    "export_xgrid",
+    "fit_theory",
     "fit_to_fk_rotation",
+    "fk_to_lha_rotation",
     "flavour_combination",
     "grid_predictions",
     "level1_data",

@@ -111,6 +111,81 @@ def fit_to_fk_rotation() -> np.ndarray:
     return r
 
 
+LHA_BASIS: tuple[str, ...] = (
+    "TBAR",
+    "BBAR",
+    "CBAR",
+    "SBAR",
+    "UBAR",
+    "DBAR",
+    "GLUON",
+    "D",
+    "U",
+    "S",
+    "C",
+    "B",
+    "T",
+    "PHT",
+)
+"""The flavour basis of n3fit's exportgrids (labels as n3fit writes them; PDG ids -6 … 6, 22)."""
+
+# LHA_BASIS as (quark, antiquark) columns of the 6 quarks, in the evolution basis's order.
+_LHA_QUARKS = (
+    ("U", "UBAR"),
+    ("D", "DBAR"),
+    ("S", "SBAR"),
+    ("C", "CBAR"),
+    ("B", "BBAR"),
+    ("T", "TBAR"),
+)
+
+
+@cache
+def fk_to_lha_rotation(active_flavours: int = 4) -> np.ndarray:
+    """(14, 14) matrix R with ``xf_lha = R @ xf_fk`` (LHA_BASIS rows, FK_BASIS columns).
+
+    The exact inverse of the evolution basis's definition (Sigma = sum of q+, V = sum of q-,
+    T_k, V_k = the first k/... quarks against the next), in fractions, so the rows carry no LAPACK
+    rounding. Quarks heavier than the ``active_flavours`` lightest get zero rows, as n3fit writes
+    its exportgrids: at Q0 they hold rounding noise only, which must not reach an evolution.
+    """
+    m = [[Fraction(0)] * 14 for _ in range(14)]  # FK_BASIS rows, LHA_BASIS columns
+    m[FK_BASIS.index("photon")][LHA_BASIS.index("PHT")] = Fraction(1)
+    m[FK_BASIS.index("g")][LHA_BASIS.index("GLUON")] = Fraction(1)
+    for sign, total, prefix in ((1, "Sigma", "T"), (-1, "V", "V")):
+        for quark, antiquark in _LHA_QUARKS:
+            m[FK_BASIS.index(total)][LHA_BASIS.index(quark)] = Fraction(1)
+            m[FK_BASIS.index(total)][LHA_BASIS.index(antiquark)] = Fraction(sign)
+        for k, size in enumerate((3, 8, 15, 24, 35), start=2):  # T3 = u+ - d+, T8 = u+ + d+ - 2 s+
+            row = m[FK_BASIS.index(f"{prefix}{size}")]
+            for j, (quark, antiquark) in enumerate(_LHA_QUARKS[:k]):
+                weight = Fraction(1 - k if j == k - 1 else 1)
+                row[LHA_BASIS.index(quark)] = weight
+                row[LHA_BASIS.index(antiquark)] = sign * weight
+    inverse = _inverted(m)
+    for quark, antiquark in _LHA_QUARKS[active_flavours:]:
+        inverse[LHA_BASIS.index(quark)] = [Fraction(0)] * 14
+        inverse[LHA_BASIS.index(antiquark)] = [Fraction(0)] * 14
+    rotation = np.array([[float(v) for v in row] for row in inverse])
+    rotation.setflags(write=False)
+    return rotation
+
+
+def _inverted(matrix: list[list[Fraction]]) -> list[list[Fraction]]:
+    """Gauss-Jordan in exact fractions (the matrix is invertible by construction)."""
+    n = len(matrix)
+    rows = [row[:] + [Fraction(int(i == j)) for j in range(n)] for i, row in enumerate(matrix)]
+    for col in range(n):
+        pivot = next(r for r in range(col, n) if rows[r][col] != 0)
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        rows[col] = [v / rows[col][col] for v in rows[col]]
+        for r in range(n):
+            if r != col and rows[r][col] != 0:
+                factor = rows[r][col]
+                rows[r] = [a - factor * b for a, b in zip(rows[r], rows[col], strict=True)]
+    return [row[n:] for row in rows]
+
+
 def _check_coefficients(coefficients: Mapping[str, float]) -> None:
     unknown = sorted(set(coefficients) - set(PHYSICAL_FLAVOURS))
     if unknown:

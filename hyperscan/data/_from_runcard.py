@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,8 +17,9 @@ from hyperscan.runcard import DataSection, FitRuncard, RuncardError
 
 from ._closure import closure_problem
 from ._problem import Problem
-from ._real import real_problem
+from ._real import SHIPPED_Q0, SHIPPED_THEORY_ID, real_problem
 from ._replicas import training_mask
+from ._theory import find_theory
 
 
 def load_problem(runcard: FitRuncard, source: str = "<runcard>") -> Problem:
@@ -57,6 +59,24 @@ def _level1_central(data: DataSection, fit: int) -> np.ndarray:
     central = _fitted_data(data, "<runcard>", fit).central
     central.setflags(write=False)
     return central
+
+
+@dataclass(frozen=True)
+class FitTheory:
+    """The theory a fit's PDFs live in: its NNPDF theory ID and the scale Q0 of x·f."""
+
+    id: int
+    q0: float
+
+
+def fit_theory(data: DataSection) -> FitTheory:
+    """The theory folder's, or that of the shipped tables: hyperscan's built-in closure tables
+    have no scale of their own, and stand in for theory 99000001's at its Q0."""
+    real = data.real
+    if real is not None and real.theory is not None:
+        theory = find_theory(real.theory)
+        return FitTheory(theory.id, theory.q0)
+    return FitTheory(SHIPPED_THEORY_ID, SHIPPED_Q0)
 
 
 def _fitted_data(data: DataSection, source: str, fit: int = 0) -> Problem:

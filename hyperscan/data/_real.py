@@ -43,6 +43,9 @@ from ._theory import find_theory, theory_dataset, theory_positivity
 
 #: Folder of the shipped tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
+#: The theory of the shipped tables (NOTICE.md): theory 99000001, x·f at Q0 = 1.65 GeV.
+SHIPPED_THEORY_ID = 99000001
+SHIPPED_Q0 = 1.65
 
 _DIAGONAL_TYPES = ("UNCORR", "THEORYUNCORR")
 _INTRA_TYPES = ("CORR", "THEORYCORR")

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from hyperscan.data import Problem, experimental_chi2, level1_data, load_problem
+from hyperscan.data import Problem, experimental_chi2, export_xgrid, level1_data, load_problem
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -84,6 +84,7 @@ class FitResult:
     history: list[SyncReport] = field(default_factory=list)
     redraws: np.ndarray | None = None  # (M,) replacement starts each member needed
     small_x_pdf: np.ndarray | None = None  # (M, n, 8) x·f at SMALL_X, for n3fit's penalties
+    export_pdf: np.ndarray | None = None  # (M, 196, 8) x·f at export_xgrid(), for exportgrids
     # The batch a TrialBatch fitted the members in, which their rounding depends on (None:
     # fitted alone, or the batch was rebuilt under them, which no refit repeats).
     batch_layout: BatchLayout | None = None
@@ -326,6 +327,7 @@ def fit_result(
         history=outcome.history,
         redraws=redraws,
         small_x_pdf=model.pdf(final, SMALL_X),
+        export_pdf=model.pdf(final, export_xgrid()),
     )
 
 
@@ -381,6 +383,7 @@ def _merged(
         history=[report for p in parts for report in p.history],
         redraws=stacked([p.redraws for p in parts]),
         small_x_pdf=stacked([p.small_x_pdf for p in parts]),
+        export_pdf=stacked([p.export_pdf for p in parts]),
     )
 
 

@@ -18,6 +18,8 @@ No TensorFlow and no numpy here: readers import this without paying for the fit.
     validation, held-out) and its training state (RUNNING, STOPPED, DIVERGED, FINISHED).
 ``runcard.yml``
     The fit runcard as fitted.
+``nnfit/replica_<i>/<folder name>.exportgrid``
+    Each replica's x·f at Q0 on n3fit's export grid, as n3fit 4.1.5 writes it (``_exportgrid``).
 """
 
 RESULTS_FILE = "results.json"

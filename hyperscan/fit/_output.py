@@ -17,7 +17,8 @@ import numpy as np
 
 from hyperscan._files import umask
 from hyperscan._version import __version__
-from hyperscan.data import FIT_BASIS, FK_BASIS, fit_to_fk_rotation
+from hyperscan.data import FIT_BASIS, FK_BASIS, fit_theory, fit_to_fk_rotation
+from hyperscan.fit._exportgrid import write_exportgrids
 from hyperscan.fit._format import (
     DIVERGED_STATUS,
     HISTORY_FILE,
@@ -98,7 +99,8 @@ def write_fit(
     runcard: FitRuncard | None = None,
 ) -> None:
     """Write into a temporary sibling folder, then move it into place; ``runcard`` (the one
-    fitted) names each member's trial in ``results.json``.
+    fitted) names each member's trial in ``results.json`` and gives the theory of the
+    exportgrids, which are written only with it.
 
     The caller checks `outdir` before the fit; should it still not take the results (made by
     another process meanwhile, or not movable), they stay in the temporary folder, which
@@ -124,6 +126,8 @@ def write_fit(
             folds=result.folds,
             status=np.array(result.status),
         )
+        if runcard is not None:
+            write_exportgrids(staging, outdir.name, result, fit_theory(runcard.data))
         np.savez_compressed(
             staging / HISTORY_FILE,
             step=np.array([r.step for r in result.history]),

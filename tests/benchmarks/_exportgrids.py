@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from hyperscan.data import LHA_BASIS, export_xgrid
 from hyperscan.data._flavours import PHYSICAL_FLAVOURS, _toy_physical
 
-N3FIT_LABELS = ["TBAR", "BBAR", "CBAR", "SBAR", "UBAR", "DBAR", "GLUON"]
-N3FIT_LABELS += ["D", "U", "S", "C", "B", "T", "PHT"]
-#: n3fit's exportgrid nodes: 196, logarithmic below x = 0.1 and linear above.
-N3FIT_X = np.concatenate([np.geomspace(1e-9, 0.1, 100, endpoint=False), np.linspace(0.1, 1, 96)])
+N3FIT_LABELS = list(LHA_BASIS)
+N3FIT_X = export_xgrid()
 
 
 def toy_exportgrid() -> np.ndarray:
