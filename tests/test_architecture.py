@@ -1,8 +1,8 @@
 """The layering docs/architecture.md promises, checked on the source.
 
-hyperscan's packages form a chain, runcard → data → model → fit → score → scan → report → cli: each
-imports only from itself and the packages before it, and from those only their public names,
-so a package can be read, tested and changed knowing only what comes before it. Public
+hyperscan's packages form a chain, runcard → data → model → fit → pdfset → score → scan → report
+→ cli: each imports only from itself and the packages before it, and from those only their public
+names, so a package can be read, tested and changed knowing only what comes before it. Public
 functions carry type hints: they are the contracts between the layers.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import hyperscan
 
-LAYERS = ("runcard", "data", "model", "fit", "score", "scan", "report", "cli")
+LAYERS = ("runcard", "data", "model", "fit", "pdfset", "score", "scan", "report", "cli")
 # Shared by every layer: the version, the file-permission helper and TensorFlow's quiet import
 # (never the top package, which loads the API of the later layers).
 COMMON = ("hyperscan._version", "hyperscan._files", "hyperscan._tensorflow")

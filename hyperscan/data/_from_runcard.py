@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -17,7 +18,7 @@ from hyperscan.runcard import DataSection, FitRuncard, RuncardError
 
 from ._closure import closure_problem
 from ._problem import Problem
-from ._real import SHIPPED_Q0, SHIPPED_THEORY_ID, real_problem
+from ._real import SHIPPED_Q0, SHIPPED_THEORY_CARD, SHIPPED_THEORY_ID, real_problem
 from ._replicas import training_mask
 from ._theory import find_theory
 
@@ -63,10 +64,11 @@ def _level1_central(data: DataSection, fit: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FitTheory:
-    """The theory a fit's PDFs live in: its NNPDF theory ID and the scale Q0 of x·f."""
+    """The theory a fit's PDFs live in: its NNPDF theory ID, the scale Q0 of x·f, its card."""
 
     id: int
     q0: float
+    card: Path
 
 
 def fit_theory(data: DataSection) -> FitTheory:
@@ -75,8 +77,8 @@ def fit_theory(data: DataSection) -> FitTheory:
     real = data.real
     if real is not None and real.theory is not None:
         theory = find_theory(real.theory)
-        return FitTheory(theory.id, theory.q0)
-    return FitTheory(SHIPPED_THEORY_ID, SHIPPED_Q0)
+        return FitTheory(theory.id, theory.q0, theory.card)
+    return FitTheory(SHIPPED_THEORY_ID, SHIPPED_Q0, SHIPPED_THEORY_CARD)
 
 
 def _fitted_data(data: DataSection, source: str, fit: int = 0) -> Problem:

@@ -46,6 +46,7 @@ REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
 #: The theory of the shipped tables (NOTICE.md): theory 99000001, x·f at Q0 = 1.65 GeV.
 SHIPPED_THEORY_ID = 99000001
 SHIPPED_Q0 = 1.65
+SHIPPED_THEORY_CARD = REAL_DATA_DIR / "theory_99000001.yaml"
 
 _DIAGONAL_TYPES = ("UNCORR", "THEORYUNCORR")
 _INTRA_TYPES = ("CORR", "THEORYCORR")

@@ -57,12 +57,13 @@ _Q0_TOLERANCE = 1e-6
 
 @dataclass(frozen=True)
 class Theory:
-    """A theory folder: its ID, its FK tables' folder and the Q0 its card gives."""
+    """A theory folder: its ID, its FK tables' folder, its card and the Q0 the card gives."""
 
     id: int
     fastkernel: Path
     q0: float
     pto: int  # perturbative order (0 LO, 1 NLO, 2 NNLO): some cut rules depend on it
+    card: Path
 
 
 def find_theory(path: Path | str) -> Theory:
@@ -106,7 +107,7 @@ def find_theory(path: Path | str) -> Theory:
             values[key] = kind(meta.read_yaml(card)[key])
         except Exception as err:  # not YAML, not a mapping, no such key, not a number
             raise RealDataError(f"theory card {card}: no number at key {key} ({err})") from None
-    return Theory(theory_id, root / "fastkernel", values["Q0"], values["PTO"])
+    return Theory(theory_id, root / "fastkernel", values["Q0"], values["PTO"], card)
 
 
 def theory_dataset(theory: Theory, name: str, variant: str | None):  # -> RealDataset

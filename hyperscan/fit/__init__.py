@@ -8,6 +8,7 @@ plot``, the report layer) stay fast and small.
 
 from typing import TYPE_CHECKING, Any
 
+from hyperscan.fit._exportgrid import exportgrid_path
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -110,6 +111,7 @@ __all__ = [
     "auto_slots",
     "build_ensemble",
     "build_members",
+    "exportgrid_path",
     "fit_runcard",
     "fit_together",
     "make_optimizer",

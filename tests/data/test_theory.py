@@ -238,7 +238,7 @@ def test_an_operand_of_several_tables_is_their_concatenation(tmp_path) -> None:
         normalization=(("B", 2.0),),
         shifts=(("B", 1),),
     )
-    theory = Theory(99000001, fastkernel, 1.65, 1)
+    theory = Theory(99000001, fastkernel, 1.65, 1, tmp_path / "theory.yaml")
     _, (table,) = _tables(theory, files, 6)
     assert table.n_data == 2 + 1 + 3
     np.testing.assert_array_equal(table.xgrid, XGRID)

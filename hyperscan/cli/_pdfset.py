@@ -1,0 +1,92 @@
+"""PDF-set commands: `evolve` (a fit folder's exportgrids into an LHAPDF set)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hyperscan.cli._common import fail, folder_path
+
+
+@click.command()
+@click.argument("fitdir", type=click.Path(path_type=Path, file_okay=False))
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(file_okay=False),
+    callback=folder_path,
+    default=None,
+    help="Folder that receives the set's folder (default: FITDIR/lhapdf; LHAPDF_DATA_PATH).",
+)
+@click.option("--name", default=None, help="The set's name (default: FITDIR's name).")
+@click.option(
+    "--eko",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="An EKO file (eko's .tar) to evolve with, as it is; default: one made under the fit's "
+    "theory card, from the cache or computed into it.",
+)
+@click.option(
+    "--x-points",
+    type=click.IntRange(min=5, max=196),
+    default=None,
+    help="Points of the computed EKO's x grid, taken from the export grid [default: 50].",
+)
+@click.option("--progress/--no-progress", default=True, help="A progress bar for the EKO.")
+def evolve(
+    fitdir: Path,
+    outdir: Path | None,
+    name: str | None,
+    eko: Path | None,
+    x_points: int | None,
+    progress: bool,
+) -> None:
+    """Evolve the fit in FITDIR (an OUTDIR of `hyperscan fit`) into an LHAPDF 6 set.
+
+    The set holds member 0, the replicas' mean, then one member per replica, on n3fit's x and Q
+    grids (1 GeV to 100 TeV). The evolution kernel operator (EKO) is computed with eko under the
+    fit's theory card, as n3fit's evolven3fit computes it, once: it is kept in
+    $XDG_CACHE_HOME/hyperscan/ekos for every later fit of the same theory. Needs
+    `pip install 'hyperscan[evolve]'`.
+
+    \b
+    Example:
+      hyperscan evolve runs/quickstart
+      LHAPDF_DATA_PATH=runs/quickstart/lhapdf  # then any LHAPDF reader loads "quickstart"
+    """
+    try:
+        from hyperscan.pdfset import EKO_X_POINTS, EvolveError, evolve_fit
+    except ModuleNotFoundError as error:
+        fail(f"`hyperscan evolve` needs {error.name}: pip install 'hyperscan[evolve]'")
+    bar = None
+
+    def advance(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            from tqdm import tqdm
+
+            click.echo(
+                "computing the EKO (once for this theory and grid; kept in the cache)", err=True
+            )
+            bar = tqdm(total=total, desc="EKO", unit="piece", disable=not progress)
+        bar.update(done - bar.n)
+
+    try:
+        folder = evolve_fit(
+            fitdir,
+            outdir,
+            name,
+            eko,
+            x_points=x_points or EKO_X_POINTS,
+            progress=advance,
+        )
+    except EvolveError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the set: {error.filename or outdir}: {error.strerror or error}")
+    finally:
+        if bar is not None:
+            bar.close()
+    click.echo(f"LHAPDF set {folder.name} written to {folder}/")

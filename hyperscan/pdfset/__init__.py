@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""From a fit to the field's PDF set: exportgrids evolved by an EKO into an LHAPDF 6 set.
+
+Needs eko and nnpdf-data (``pip install 'hyperscan[evolve]'``), imported on first use: a fit or
+a scan never pays for them.
+"""
+
+from __future__ import annotations
+
+from ._eko import cache_key, cached_eko, default_cache_dir, eko_cards, nnpdf_theory
+from ._errors import EvolveError
+from ._evolve import EKO_X_POINTS, eko_xgrid, evolve_fit
+from ._fit_folder import ExportedFit, read_fit
+from ._lhapdf import PIDS, evolve, write_set
+from ._scales import evolution_points, q2_grid
+
+__all__ = [
+    "EKO_X_POINTS",
+    "PIDS",
+    "EvolveError",
+    "ExportedFit",
+    "cache_key",
+    "cached_eko",
+    "default_cache_dir",
+    "eko_cards",
+    "eko_xgrid",
+    "evolution_points",
+    "evolve",
+    "evolve_fit",
+    "nnpdf_theory",
+    "q2_grid",
+    "read_fit",
+    "write_set",
+]

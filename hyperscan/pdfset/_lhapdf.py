@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""An LHAPDF 6 set from a fit's exportgrids and an EKO: member 0 the replicas' mean.
+
+The EKO is applied as evolven3fit applies it, and the files are printed as its (eko's) writer
+prints them, so that the two sets agree number for number; an EKO on a grid other than the
+exportgrids' is first interpolated onto theirs by eko.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from hyperscan._version import __version__
+
+from ._errors import EvolveError
+from ._fit_folder import ExportedFit
+
+#: The flavours of every block, as PDG ids (eko's flavour basis).
+PIDS = (22, -6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6)
+_LHA_PIDS = (-6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6, 22)  # LHA_BASIS's
+
+
+def evolve(
+    fit: ExportedFit, eko_path: Path
+) -> tuple[dict, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The set's info and, per number of flavours (ascending), its Q² values and x·f
+    (replicas, Q², PIDS, x)."""
+    import eko
+    from eko.interpolation import XGrid
+    from eko.io import manipulate
+    from ekobox import info_file
+
+    values = np.moveaxis(fit.xf[:, :, [_LHA_PIDS.index(p) for p in PIDS]], 1, 2) / fit.xgrid
+    with eko.EKO.read(eko_path) as operator:
+        if operator.mu20 != fit.q20:
+            raise EvolveError(
+                f"{eko_path}: the EKO evolves from Q0² = {operator.mu20} GeV², the fit's "
+                f"exportgrids are at {fit.q20} GeV²"
+            )
+        theirs, ours = operator.xgrid, XGrid(fit.xgrid)
+        degree = operator.operator_card.configs.interpolation_polynomial_degree
+        points: dict[int, list[tuple[float, np.ndarray]]] = {}
+        for (mu2, nf), element in operator.items():
+            if theirs != ours:  # the EKO's own interpolation, onto the exportgrids' nodes
+                element = manipulate.xgrid_reshape(
+                    element, theirs, degree, targetgrid=ours, inputgrid=ours
+                )
+            evolved = np.einsum("ajbk,rbk->raj", element.operator, values)
+            points.setdefault(int(nf), []).append((float(mu2), evolved * fit.xgrid))
+        info = info_file.build(operator.theory_card, operator.operator_card, 1, {})
+    info |= {
+        "SetDesc": f"hyperscan {__version__} fit {fit.folder.name}, evolved from "
+        f"{np.sqrt(fit.q20):g} GeV",
+        "NumMembers": len(fit.replicas) + 1,
+        "ErrorType": "replicas",
+        "XMin": float(fit.xgrid[0]),
+        "XMax": float(fit.xgrid[-1]),
+        "Flavors": list(PIDS),
+    }
+    info.setdefault("NumFlavors", 5)
+    blocks = {}
+    for nf, scales in sorted(points.items()):
+        scales.sort(key=lambda point: point[0])
+        blocks[nf] = (np.array([mu2 for mu2, _ in scales]), np.stack([xf for _, xf in scales], 1))
+    return info, blocks
+
+
+def write_set(fit: ExportedFit, info: dict, blocks: dict, target: Path, name: str) -> Path:
+    """``target/name``: ``name.info`` and ``name_0000.dat`` (the mean) … one per replica,
+    written aside and renamed into place, so that a set is there whole or not at all."""
+    folder = target / name
+    with _written_aside(folder) as staging:
+        (staging / f"{name}.info").write_text(_info_text(info))
+        for member in range(len(fit.replicas) + 1):
+            header = (
+                "PdfType: central\n"
+                if member == 0
+                else f"PdfType: replica\nFromMCReplica: {fit.replicas[member - 1]}\n"
+            )
+            text = [header, "Format: lhagrid1\n---\n"]
+            for mu2, xf in blocks.values():
+                member_xf = xf.mean(axis=0) if member == 0 else xf[member - 1]
+                text.append(_block(fit.xgrid, mu2, member_xf))
+            (staging / f"{name}_{member:04d}.dat").write_text("".join(text))
+    return folder
+
+
+def _block(xgrid: np.ndarray, mu2: np.ndarray, xf: np.ndarray) -> str:
+    """One block: x, Q, flavours, then x·f for each x (outer) and Q (inner) — eko's format."""
+    lines = [
+        " ".join(f"{x:.6e}" for x in xgrid),
+        " ".join(f"{q:.6e}" for q in np.sqrt(mu2)),
+        " ".join(str(p) for p in PIDS),
+    ]
+    rows = np.transpose(xf, (2, 0, 1)).reshape(-1, len(PIDS))  # (Q², pid, x) -> (x, Q², pid)
+    lines += [" ".join(f"{v:.8e}" for v in row) for row in rows]
+    return "\n".join(lines) + "\n---\n"
+
+
+def _info_text(info: dict) -> str:
+    """LHAPDF's info format: one ``Key: value`` line per key, values in YAML flow style."""
+
+    def flow(value: object) -> str:
+        text = yaml.safe_dump(value, default_flow_style=True, width=100000).strip()
+        return text.removesuffix("...").strip()  # a lone scalar's document end
+
+    return "".join(f"{key}: {flow(value)}\n" for key, value in info.items())
+
+
+@contextmanager
+def _written_aside(folder: Path) -> Iterator[Path]:
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        yield staging
+        os.chmod(staging, 0o755)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
