@@ -19,11 +19,14 @@ EKO_X_POINTS = 50
 
 
 def eko_xgrid(exported: np.ndarray, points: int) -> np.ndarray:
-    """``points`` of the exportgrid's own nodes, evenly by index (both ends kept): the export
-    grid is already spaced for PDFs (logarithmic at small x, linear at large x)."""
+    """About ``points`` of the exportgrid's own nodes, spread evenly in y = ln(1/x) + 5 (1 - x)
+    (pineko's grid variable: logarithmic at small x, close to linear at large x), both ends
+    kept. The export grid itself crowds 125 of its 196 nodes above x = 0.1."""
     if not 5 <= points <= exported.size:
         raise EvolveError(f"the EKO's x grid takes 5 to {exported.size} points, not {points}")
-    return exported[np.round(np.linspace(0, exported.size - 1, points)).astype(int)]
+    y = np.log(1 / exported) + 5 * (1 - exported)
+    wanted = np.linspace(y[0], y[-1], points)
+    return exported[np.unique(np.abs(y[:, None] - wanted[None, :]).argmin(axis=0))]
 
 
 def evolve_fit(

@@ -13,6 +13,7 @@ import yaml
 from hyperscan.data import LHA_BASIS, FitTheory, fit_theory
 from hyperscan.fit import RESULTS_FILE, RUNCARD_FILE, exportgrid_path
 from hyperscan.runcard import RuncardError, load_fit_runcard
+from hyperscan.runcard.real_datasets import RealDataError
 
 from ._errors import EvolveError
 
@@ -41,7 +42,8 @@ def read_fit(folder: Path | str) -> ExportedFit:
         )
     try:
         runcard = load_fit_runcard(folder / RUNCARD_FILE)
-    except RuncardError as error:
+        theory = fit_theory(runcard.data)
+    except (RuncardError, RealDataError) as error:
         raise EvolveError(f"{folder / RUNCARD_FILE}: {error}") from None
     members = json.loads((folder / RESULTS_FILE).read_text())["members"]
     replicas = sorted({int(m["replica"]) for m in members})
@@ -61,7 +63,7 @@ def read_fit(folder: Path | str) -> ExportedFit:
             raise EvolveError(f"{present[replica]}: labels are not {list(LHA_BASIS)}")
     return ExportedFit(
         folder=folder,
-        theory=fit_theory(runcard.data),
+        theory=theory,
         replicas=tuple(grids),
         q20=float(first["q20"]),
         xgrid=np.array(first["xgrid"], dtype=np.float64),
