@@ -133,7 +133,10 @@ class N3fitError(ValueError):
         super().__init__(what, self.problems)
 
     def __str__(self) -> str:
-        return f"{self.what}: " + "; ".join(f"{key} ({why})" for key, why in self.problems)
+        keys: dict[str, list[str]] = {}  # keys refused for the same reason, said together
+        for key, why in self.problems:
+            keys.setdefault(why, []).append(key)
+        return f"{self.what}: " + "; ".join(f"{', '.join(k)} ({why})" for why, k in keys.items())
 
 
 class _FlowDict(dict):
@@ -476,7 +479,12 @@ def trial_to_n3fit(text: str, theory_id: int | None = None) -> str:
     header = [
         f"n3fit {N3FIT_VERSION} runcard written by `hyperscan export --format n3fit` "
         "(docs/n3fit.md): the trial's fit, for n3fit.",
-        *(line for line in provenance if line and not line.startswith("Fit runcard exported")),
+        "The trial, as hyperscan's export of it says (its runcard there: hyperscan's):",
+        *(
+            f"  {line}"
+            for line in provenance
+            if line and not line.startswith("Fit runcard exported")
+        ),
         *notes,
     ]
     return card.text(header)
