@@ -760,7 +760,8 @@ class _Reader:
             "string": isinstance(value, str),
         }[kind]
         if not ok:
-            self.refuse(path, f"expected a {kind}, got {_shown(value)}")
+            article = "an" if kind == "integer" else "a"
+            self.refuse(path, f"expected {article} {kind}, got {_shown(value)}")
             return default
         if kind == "integer":
             return int(value)
@@ -1062,7 +1063,7 @@ def _positivity_sets(reader: _Reader, theory: str | None) -> list[str]:
             reader.refuse(at, "expected a mapping {dataset, maxlambda}")
             continue
         name = reader.typed("string", *at, "dataset", required=True)
-        reader.take(*at, "maxlambda")  # read with the positivity parameters
+        reader.take(*at, "maxlambda", required=True)  # read with parameters.positivity
         if name is not _MISSING:
             names.append(name)
     if names and theory is None:
@@ -1156,7 +1157,7 @@ def _fit_parameters(reader: _Reader, positivity_sets: bool) -> dict[str, Any]:
     if threshold is not _MISSING:
         stopping["positivity_threshold"] = threshold
     fit["stopping"] = stopping
-    fit["positivity"] = _lambda(reader, epochs if epochs is not _MISSING else 1, positivity_sets)
+    fit["positivity"] = _lambda(reader, positivity_sets)
     for key in ("parameters.layer_type", "parameters.dropout", "parameters.stopping_delta"):
         reader.only(key)
     if reader.section(*p, "integrability") is not None:
@@ -1193,13 +1194,13 @@ def _optimizer(reader: _Reader, at: KeyPath, required: bool = False) -> dict[str
     return {"name": ours, "learning_rate": rate, "clipnorm": clipnorm}
 
 
-def _lambda(reader: _Reader, epochs: int, positivity_sets: bool) -> dict[str, Any]:
+def _lambda(reader: _Reader, positivity_sets: bool) -> dict[str, Any]:
     """hyperscan's ``positivity`` from n3fit's initial, multiplier and the sets' maxlambda."""
     at = ("parameters", "positivity")
     reader.section(*at)
     initial = reader.typed("number", *at, "initial", default=None)
     multiplier = reader.typed("number", *at, "multiplier", default=None)
-    if multiplier is not None:
+    if multiplier is not None:  # then n3fit does not use the sets' maxlambda
         if initial is None and positivity_sets:
             reader.refuse(
                 (*at, "initial"),
@@ -1207,29 +1208,36 @@ def _lambda(reader: _Reader, epochs: int, positivity_sets: bool) -> dict[str, An
                 "reaches its maxlambda, which hyperscan cannot: give initial",
             )
         return ({} if initial is None else {"initial": initial}) | {"multiplier": multiplier}
-    lambdas = {
-        reader.at(("positivity", "posdatasets", index, "maxlambda"))
-        for index, _ in enumerate(reader.at(("positivity", "posdatasets")) or [])
-    }
-    lambdas.discard(_MISSING)
+    sets = reader.at(("positivity", "posdatasets"))
+    lambdas: set[float] = set()
+    for index, entry in enumerate(sets if isinstance(sets, list) else []):
+        value = entry.get("maxlambda", _MISSING) if isinstance(entry, Mapping) else _MISSING
+        if value is _MISSING:
+            continue  # refused where the sets are read
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            reader.refuse(
+                ("positivity", "posdatasets", index, "maxlambda"),
+                f"{_shown(value)}: expected a positive number",
+            )
+        else:
+            lambdas.add(float(value))
     if len(lambdas) > 1:
         reader.refuse(
             ("positivity", "posdatasets"),
             f"maxlambda {', '.join(map(_shown, sorted(lambdas)))}: hyperscan grows one lambda "
             "for every set (positivity.max); give them one maxlambda, or a multiplier",
         )
-    if not positivity_sets:
-        return {} if initial is None else {"initial": initial}
-    if not lambdas:
-        reader.refuse(("positivity", "posdatasets"), "missing maxlambda: n3fit needs it")
         return {}
-    (largest,) = lambdas
-    return {"initial": 1.0 if initial is None else initial, "max": float(largest)}
+    if not positivity_sets or not lambdas:
+        return {} if initial is None else {"initial": initial}
+    # n3fit starts at 1 without an initial, and reaches maxlambda at the last update.
+    return {"initial": 1.0 if initial is None else initial, "max": lambdas.pop()}
 
 
 def _basis(reader: _Reader) -> dict[str, Any]:
     """n3fit's ``fitting.basis`` as hyperscan's ``preprocessing``."""
-    reader.section("fitting", required=True)
+    if reader.section("fitting", required=True) is not None:
+        reader.take("fitting", "fitbasis", required=True)
     reader.only("fitting.fitbasis")
     reader.ignore("fitting.savepseudodata")
     preprocessing: dict[str, Any] = {}
@@ -1372,6 +1380,7 @@ def _optimizer_entry(
         elif isinstance(value, int | float) and not isinstance(value, bool):
             sub[key] = {"choices": [float(value)]}
         elif isinstance(value, Mapping):
+            reader.read.discard((*at, key))  # its keys are read one by one
             reader.opened.add((*at, key))
             low = reader.typed("number", *at, key, "min", required=True)
             high = reader.typed("number", *at, key, "max", required=True)

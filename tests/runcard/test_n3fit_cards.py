@@ -354,6 +354,35 @@ def test_missing_keys_n3fit_needs_are_refused():
     assert "mcseed, parameters.epochs (missing: n3fit 4.1.5 needs it)" in message
 
 
+def test_positivity_sets_share_one_lambda_and_need_its_maxlambda():
+    sets = [{"dataset": "NNPDF_POS_2P24GEV_F2U", "maxlambda": 1e6}]
+    sets += [{"dataset": "NNPDF_POS_2P24GEV_DYU", "maxlambda": 1e5}, {"dataset": "X"}]
+    message = refused(small_card(positivity={"posdatasets": sets}), theory="/t/theory_99000001")
+    assert (
+        "positivity.posdatasets (maxlambda 100000, 1000000: hyperscan grows one lambda" in message
+    )
+    assert "positivity.posdatasets[2].maxlambda (missing: n3fit 4.1.5 needs it)" in message
+    # without any positivity section: no sets, and hyperscan's defaults, which then act on none
+    runcard = n3fit_to_hyperscan(small_card(positivity=None)).runcard()
+    assert runcard.data.real.positivity == ()
+
+
+def test_unknown_keys_inside_a_searched_range_and_wrong_types_are_named():
+    rate = {"min": 1e-3, "max": 1e-2, "smapling": "log"}
+    card = small_card(
+        hyperscan_config={"optimizer": [{"optimizer_name": "Adam", "learning_rate": rate}]},
+        kfold={"partitions": [{"datasets": ["HERA_NC_225GEV_EP-SIGMARED"]}]},
+    )
+    card["parameters"]["epochs"] = 300.5
+    card["fitting"].pop("fitbasis")
+    message = refused(card)
+    assert (
+        "hyperscan_config.optimizer[0].learning_rate.smapling (not an n3fit runcard key" in message
+    )
+    assert "parameters.epochs (expected an integer, got 300.5)" in message
+    assert "fitting.fitbasis (missing: n3fit 4.1.5 needs it)" in message
+
+
 def test_a_theory_folder_opens_other_theories_and_positivity_sets():
     card = small_card(
         theory={"theoryid": 40000000},
