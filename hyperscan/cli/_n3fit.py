@@ -95,20 +95,22 @@ def import_n3fit(
         why = error.strerror if isinstance(error, OSError) and error.strerror else error
         fail(f"cannot read {n3fit_card}: {why}")
     source = str(n3fit_card)
-    with user_errors(N3fitError):
+    header = [
+        f"Imported by hyperscan {__version__} (`hyperscan import-n3fit`, docs/n3fit.md) "
+        f"from the n3fit 4.1.5 runcard {source}.",
+    ]
+    try:
         card, line = read_n3fit_card(text, source)
-        try:
-            imported = n3fit_to_hyperscan(card, args=line if args is None else args, theory=theory)
-        except N3fitError as error:
-            fail(f"{source}: {error}")
-        header = [
-            f"Imported by hyperscan {__version__} (`hyperscan import-n3fit`, docs/n3fit.md) "
-            f"from the n3fit 4.1.5 runcard {source}.",
-        ]
-        try:
-            written = imported.text(source, header)
-        except RuncardError as error:  # the mapped values break a rule of hyperscan's
-            fail(f"{source}: the hyperscan runcard it maps to is invalid: " + _one_line(error))
+    except RuncardError as error:  # malformed YAML
+        fail(_one_line(error))
+    try:
+        imported = n3fit_to_hyperscan(card, args=line if args is None else args, theory=theory)
+        written = imported.text(source, header)
+    except N3fitError as error:
+        fail(f"{source}: {error}")
+    except RuncardError as error:  # the mapped values break a rule of hyperscan's
+        fail(f"{source}: the hyperscan runcard it maps to is invalid: " + _one_line(error))
+    with user_errors():
         write_atomically(output, written, force=force)
     kind = "scan" if imported.is_scan else "fit"
     click.echo(f"{kind} runcard written to {output}")

@@ -171,7 +171,10 @@ def _comments(lines: Sequence[str]) -> str:
         for text in lines
         for line in text.splitlines()
         for part in (
-            textwrap.wrap(line, 96, subsequent_indent="  ", break_long_words=False) or [""]
+            textwrap.wrap(
+                line, 96, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+            )
+            or [""]
         )
     ]
     return "".join(f"# {line}".rstrip() + "\n" for line in wrapped)

@@ -202,6 +202,7 @@ def test_every_key_it_cannot_map_is_named_in_one_line_and_nothing_is_written(tmp
     [
         ("dataset_inputs: [\n", "invalid YAML"),
         ("- a list\n", "an n3fit runcard is a mapping of keys"),
+        ("a: 1\na: 2\nb: 1\nb: 2\n", "duplicate key 'a' (lines 1 and 2)"),
     ],
 )
 def test_a_file_that_is_no_runcard_is_one_line(tmp_path, text, said):
