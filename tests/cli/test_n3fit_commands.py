@@ -72,7 +72,8 @@ def test_trial_n_too(real_study):
 
 def test_a_confirmed_trial_is_written_as_the_n3fit_card_of_its_refit(tmp_path):
     """--confirm refits (TensorFlow, seconds): the refit's fresh replicas are n3fit's too."""
-    url = told_study(tmp_path, REAL_SCAN)
+    # No thread count: TensorFlow may already run in this test process with another one.
+    url = told_study(tmp_path, {**REAL_SCAN, "training": {}})
     out = tmp_path / "confirmed.yml"
     result = export(url, out, "--confirm", 1, "--format", "n3fit")
     assert result.exit_code == 0, result.output
