@@ -24,6 +24,7 @@ from hyperscan.cli._common import (
     folder_path,
     runcard_argument,
 )
+from hyperscan.cli._n3fit import import_n3fit
 from hyperscan.cli._pdfset import evolve
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, worker
@@ -194,5 +195,5 @@ def _fit_inputs(runcard: Path):
         fail(str(error))
 
 
-for command in (study, worker, export, dashboard, scan, report, plot, evolve):
+for command in (study, worker, export, import_n3fit, dashboard, scan, report, plot, evolve):
     main.add_command(command)

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -33,6 +34,7 @@ from hyperscan.cli._common import (
     study_option,
     user_errors,
 )
+from hyperscan.cli._n3fit import SAMPLE_REFUSED, theory_id
 from hyperscan.cli._render import (
     counts_line,
     event_line,
@@ -44,7 +46,7 @@ from hyperscan.cli._render import (
 from hyperscan.cli._study import load_scan_runcard
 
 if TYPE_CHECKING:
-    from hyperscan.runcard import Slots
+    from hyperscan.runcard import FitRuncard, Slots
 
 #: Said by a one-slot worker on a GPU: there XLA compiles a model for 20-40 s (an H200,
 #: docs/performance.md), most of a short trial, and one slot compiles one per trial.
@@ -297,6 +299,15 @@ def _walltime_reason(report) -> str:
     metavar="R",
     help="With --confirm: replicas of each refit.  [default: a trial's]",
 )
+@click.option(
+    "--format",
+    "card_format",
+    type=click.Choice(["hyperscan", "n3fit"]),
+    default="hyperscan",
+    show_default=True,
+    help="hyperscan: a fit runcard for `hyperscan fit`; n3fit: an n3fit 4.1.5 runcard of the "
+    "same fit, or refused naming what n3fit cannot express (docs/n3fit.md).",
+)
 @force_option
 def export(
     name: str,
@@ -310,12 +321,17 @@ def export(
     seed: int | None,
     confirm: int | None,
     replicas: int | None,
+    card_format: str,
     force: bool,
 ) -> None:
     """Write the best eligible trial, trial N, or the trial of a multi-objective study's
     Pareto front that a rule chooses, as a fit runcard (`hyperscan fit` reproduces it); with
     --confirm K, the best of the K best refitted with fresh replicas; with --sample, an
-    ensemble of the best trials' methodologies."""
+    ensemble of the best trials' methodologies. --format n3fit writes a trial as an n3fit
+    4.1.5 runcard instead."""
+    n3fit = card_format == "n3fit"
+    if n3fit and sample is not None:
+        fail(SAMPLE_REFUSED)
     if replicas is not None and confirm is None:
         fail("--replicas only applies with --confirm K")
     if confirm is not None and (number is not None or sample is not None):
@@ -339,12 +355,18 @@ def export(
     check_not_an_input(output, storage)
     check_target(output, force)
     check_folder_exists(output)
+    from hyperscan.runcard import N3fitError, trial_to_n3fit
     from hyperscan.scan import open_study
 
-    with user_errors():
+    with user_errors(N3fitError):
         study = open_study(name, storage)
+        theory = theory_id(study.runcard.fit) if n3fit else None
+        if n3fit and confirm is not None:
+            _n3fit_data(study.runcard.fit, theory)  # before the refits, not after
         if confirm is not None:
             confirmed = _confirmed(study, confirm, replicas, rule)
+            if n3fit:
+                confirmed = replace(confirmed, text=trial_to_n3fit(confirmed.text, theory))
             confirmed.write(output, force=force)
         elif sample is not None:
             drawn = study.export_sample(
@@ -356,9 +378,12 @@ def export(
             drawn.write(output, force=force)
         else:
             exported = study.export(number, rule)
+            if n3fit:
+                exported = replace(exported, text=trial_to_n3fit(exported.text, theory))
             exported.write(output, force=force)
+    written = f"{output} (an n3fit 4.1.5 runcard)" if n3fit else output
     if confirm is not None:
-        click.echo(f"trial {confirmed.number} ({confirmed.why}) written to {output}")
+        click.echo(f"trial {confirmed.number} ({confirmed.why}) written to {written}")
     elif sample is not None:
         chosen = sorted(set(drawn.trials))
         click.echo(
@@ -366,7 +391,20 @@ def export(
             f"(seed {drawn.seed}) written to {output}"
         )
     else:
-        click.echo(f"trial {exported.number} ({exported.outcome}) written to {output}")
+        click.echo(f"trial {exported.number} ({exported.outcome}) written to {written}")
+
+
+def _n3fit_data(fit: FitRuncard, theory: int | None) -> None:
+    """Refuse, before any refit, a study whose data (fixed for all its trials) n3fit cannot
+    fit; what a trial draws is checked on its own runcard."""
+    from hyperscan.runcard import N3fitError, fit_to_n3fit
+
+    try:
+        fit_to_n3fit(fit, theory)
+    except N3fitError as error:
+        problems = [(key, why) for key, why in error.problems if key.startswith("data")]
+        if problems:
+            raise N3fitError(error.what, problems) from None
 
 
 def _confirmed(study, count: int, replicas: int | None, rule: str | None):

@@ -19,6 +19,19 @@ from ._load import (
     runcard_from_dict,
 )
 from ._methodologies import MEMBER_KEYS, Methodology
+from ._n3fit import (
+    N3FIT_VERSION,
+    SHIPPED_THEORY_ID,
+    TOY_PDF_SET,
+    ImportedCard,
+    N3fitCard,
+    N3fitError,
+    fit_to_n3fit,
+    n3fit_to_hyperscan,
+    read_n3fit_card,
+    scan_to_n3fit,
+    trial_to_n3fit,
+)
 from ._points import Dimension, NotInSpace, with_settings
 from ._replicas import Seeds
 from ._scan import (
@@ -60,7 +73,10 @@ __all__ = [
     "MAX_THREADS",
     "MEMBER_KEYS",
     "N3FIT_LOSSES",
+    "N3FIT_VERSION",
     "PENALTIES",
+    "SHIPPED_THEORY_ID",
+    "TOY_PDF_SET",
     "Architecture",
     "BatchLayout",
     "Choices",
@@ -71,7 +87,10 @@ __all__ = [
     "DivergenceSection",
     "FitRuncard",
     "FlavourPreprocessing",
+    "ImportedCard",
     "Methodology",
+    "N3fitCard",
+    "N3fitError",
     "NotInSpace",
     "ObjectiveEntry",
     "ObjectiveSection",
@@ -92,13 +111,18 @@ __all__ = [
     "TrainingSection",
     "checked_slots",
     "dump_runcard",
+    "fit_to_n3fit",
     "load_fit_runcard",
     "load_runcard",
     "load_scan_runcard",
+    "n3fit_to_hyperscan",
     "parse_fit_runcard",
     "parse_scan_runcard",
+    "read_n3fit_card",
     "read_value",
     "runcard_from_dict",
     "scan_runcard_from_dict",
+    "scan_to_n3fit",
+    "trial_to_n3fit",
     "with_settings",
 ]

@@ -28,7 +28,8 @@ import yaml
 from hyperscan.runcard import load_fit_runcard
 from hyperscan.scan import retries
 
-pytestmark = pytest.mark.stack
+# Image builds take minutes, more on a cold build cache than the suite's 10-minute limit.
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(3600)]
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = "quickstart-scan"  # docker-compose.yml's default study and runcard

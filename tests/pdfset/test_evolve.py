@@ -22,8 +22,8 @@ from hyperscan.pdfset import (
     EvolveError,
     cached_eko,
     eko_xgrid,
-    evolve_fit,
     evolution_points,
+    evolve_fit,
     nnpdf_theory,
     read_fit,
 )
