@@ -152,12 +152,13 @@ def _solve(
         evolutions, matchings = list(eko.recipes), list(eko.recipes_matching)
         total, done = len(evolutions) + len(matchings) + len(operator_card.evolgrid), 0
 
-        def advance() -> None:
+        def advance(step: int = 1) -> None:
             nonlocal done
-            done += 1
+            done += step
             if progress is not None:
                 progress(done, total)
 
+        advance(0)
         for recipe in evolutions:
             eko.parts[recipe] = parts.evolve(eko, recipe)
             del eko.parts[recipe]  # written to disk; frees the memory
