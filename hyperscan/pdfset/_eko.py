@@ -60,9 +60,11 @@ def nnpdf_theory(card: Path) -> dict[str, Any]:
         raise EvolveError(f"theory card {card} is not an NNPDF theory card: {first}") from None
 
 
-def eko_cards(theory: Mapping[str, Any], xgrid: np.ndarray) -> tuple[TheoryCard, OperatorCard]:
+def eko_cards(
+    theory: Mapping[str, Any], xgrid: np.ndarray, cores: int = 1
+) -> tuple[TheoryCard, OperatorCard]:
     """eko's theory and operator cards for an NNPDF theory, evolving on ``xgrid`` to the set's
-    scales (_scales.py)."""
+    scales (_scales.py), its integrals shared out among ``cores`` processes."""
     from eko.io import runcards
 
     if theory.get("ModEv") not in _METHODS:
@@ -79,7 +81,7 @@ def eko_cards(theory: Mapping[str, Any], xgrid: np.ndarray) -> tuple[TheoryCard,
     settings["Qedref"], settings["MaxNfAs"] = settings["Qref"], settings["MaxNfPdf"]
     configs = {
         "ev_op_iterations": theory.get("IterEv"),
-        "n_integration_cores": 1,
+        "n_integration_cores": cores,
         "polarized": False,
         **_METHODS[theory["ModEv"]],
         "interpolation_polynomial_degree": _INTERPOLATION_DEGREE,
@@ -98,10 +100,15 @@ def eko_cards(theory: Mapping[str, Any], xgrid: np.ndarray) -> tuple[TheoryCard,
 
 
 def cache_key(theory_card: TheoryCard, operator_card: OperatorCard) -> str:
-    """What the EKO depends on: both cards as eko writes them, and eko's version."""
+    """What the EKO depends on: both cards as eko writes them, and eko's version; not how many
+    cores computed it (each integral is computed whole, by one of them)."""
     from eko import __version__ as eko_version
 
-    cards = {"theory": theory_card.raw, "operator": operator_card.raw, "eko": eko_version}
+    operator = operator_card.raw
+    operator["configs"] = {
+        k: v for k, v in operator["configs"].items() if k != "n_integration_cores"
+    }
+    cards = {"theory": theory_card.raw, "operator": operator, "eko": eko_version}
     return hashlib.sha256(json.dumps(cards, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -115,9 +122,10 @@ def cached_eko(
     cache_dir: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Path:
-    """The EKO's file: from the cache, or computed into it (``progress(done, total)`` after
-    each piece). A computation cut short leaves no entry: it is written aside, then renamed."""
-    theory_card, operator_card = eko_cards(theory, xgrid)
+    """The EKO's file: from the cache, or computed into it on all of this machine's cores
+    (``progress(done, total)`` after each piece). A computation cut short leaves no entry: it
+    is written aside, then renamed."""
+    theory_card, operator_card = eko_cards(theory, xgrid, cores=os.cpu_count() or 1)
     folder = cache_dir or default_cache_dir()
     path = folder / f"theory_{theory['ID']}-{cache_key(theory_card, operator_card)[:16]}.tar"
     if path.is_file():

@@ -20,7 +20,9 @@ from hyperscan.data import LHA_BASIS, export_xgrid
 from hyperscan.pdfset import (
     PIDS,
     EvolveError,
+    cache_key,
     cached_eko,
+    eko_cards,
     eko_xgrid,
     evolution_points,
     evolve_fit,
@@ -146,6 +148,9 @@ def test_the_eko_is_computed_once_then_read_from_the_cache(theory, tmp_path, mon
     other = cached_eko(theory, eko_xgrid(export_xgrid(), 30), tmp_path)
     assert first == again != other and solved == [20, 30] and progress == [(1, 1)]
     assert first.name.startswith("theory_99000001-") and first.read_bytes() == b"an EKO"
+    grid = eko_xgrid(export_xgrid(), 20)  # the cores that compute it are not in the key
+    assert cache_key(*eko_cards(theory, grid, cores=1)) == cache_key(*eko_cards(theory, grid, 2))
+    assert cache_key(*eko_cards(theory, grid)) != cache_key(*eko_cards({**theory, "mc": 1.5}, grid))
 
     def failing(*args):
         raise KeyboardInterrupt
