@@ -128,6 +128,24 @@ def folder_path(
     return Path(value)
 
 
+#: FITDIR: a folder `hyperscan fit -o` wrote, which `plot` and `evolve` read.
+fit_folder_argument = click.argument("fitdir", type=click.Path(path_type=Path, file_okay=False))
+
+
+def output_folder_option(help: str, required: bool = True) -> OptionDecorator:
+    """``-o/--output DIR``: the folder a command writes into (not empty, not a file)."""
+    return click.option(
+        "-o",
+        "--output",
+        "outdir",
+        type=click.Path(file_okay=False),
+        callback=folder_path,
+        required=required,
+        default=None,
+        help=help,
+    )
+
+
 def output_file_option(description: str) -> OptionDecorator:
     """``-o/--output FILE``, required: the file a command writes."""
     return click.option(

@@ -6,19 +6,14 @@ from pathlib import Path
 
 import click
 
-from hyperscan.cli._common import fail, folder_path
+from hyperscan.cli._common import fail, fit_folder_argument, output_folder_option
 
 
 @click.command()
-@click.argument("fitdir", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    "outdir",
-    type=click.Path(file_okay=False),
-    callback=folder_path,
-    default=None,
-    help="Folder that receives the set's folder (default: FITDIR/lhapdf; LHAPDF_DATA_PATH).",
+@fit_folder_argument
+@output_folder_option(
+    "Folder that receives the set's folder (default: FITDIR/lhapdf), as LHAPDF_DATA_PATH names.",
+    required=False,
 )
 @click.option("--name", default=None, help="The set's name (default: FITDIR's name).")
 @click.option(

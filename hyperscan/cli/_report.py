@@ -11,9 +11,10 @@ from hyperscan.cli._common import (
     check_not_an_input,
     check_target,
     fail,
-    folder_path,
+    fit_folder_argument,
     force_option,
     output_file_option,
+    output_folder_option,
     storage_option,
     study_option,
     user_errors,
@@ -59,16 +60,8 @@ def report(name: str, storage: str | None, output: Path, force: bool, top: int) 
 
 
 @click.command()
-@click.argument("fitdir", type=click.Path(path_type=Path, file_okay=False))
-@click.option(
-    "-o",
-    "--output",
-    "outdir",
-    type=click.Path(file_okay=False),
-    callback=folder_path,
-    required=True,
-    help="Folder for the PNG files (created; files of the same name are replaced).",
-)
+@fit_folder_argument
+@output_folder_option("Folder for the PNG files (created; files of the same name are replaced).")
 def plot(fitdir: Path, outdir: Path) -> None:
     """Plot the fit in FITDIR (an OUTDIR of `hyperscan fit`) as PNG files.
 

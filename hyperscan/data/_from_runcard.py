@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hyperscan.runcard import DataSection, FitRuncard, RuncardError
+from hyperscan.runcard import SHIPPED_THEORY_ID, DataSection, FitRuncard, RuncardError
 
 from ._closure import closure_problem
 from ._problem import Problem
-from ._real import SHIPPED_Q0, SHIPPED_THEORY_CARD, SHIPPED_THEORY_ID, real_problem
+from ._real import SHIPPED_Q0, SHIPPED_THEORY_CARD, real_problem
 from ._replicas import training_mask
 from ._theory import find_theory
 

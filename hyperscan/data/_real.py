@@ -43,8 +43,7 @@ from ._theory import find_theory, theory_dataset, theory_positivity
 
 #: Folder of the shipped tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
-#: The theory of the shipped tables (NOTICE.md): theory 99000001, x·f at Q0 = 1.65 GeV.
-SHIPPED_THEORY_ID = 99000001
+#: The theory of the shipped tables (NOTICE.md, SHIPPED_THEORY_ID): x·f at Q0 = 1.65 GeV.
 SHIPPED_Q0 = 1.65
 SHIPPED_THEORY_CARD = REAL_DATA_DIR / "theory_99000001.yaml"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from _n3fit_cards import small_n3fit_card
 from _told_study import NAMES, REAL_SCAN, cli, export, refused, told_study
 
 from hyperscan.runcard import ScanRuncard, load_runcard, read_n3fit_card, trial_to_n3fit
@@ -115,33 +116,12 @@ def test_closure_data_are_refused_by_name_before_any_refit(closure_study, args):
 
 
 def n3fit_card(**changes: Any) -> dict[str, Any]:
-    card = {
-        "dataset_inputs": [{"dataset": name, "frac": 0.75} for name in NAMES],
-        "genrep": True,
-        "theory": {"theoryid": 99000001},
-        "datacuts": {"t0pdfset": "HyperscanToyLH"},
-        "trvlseed": 1,
-        "nnseed": 2,
-        "mcseed": 3,
-        "parameters": {
-            "nodes_per_layer": [12, 8],
-            "activation_per_layer": ["tanh", "linear"],
-            "initializer": "glorot_normal",
-            "optimizer": {"optimizer_name": "Nadam", "learning_rate": 2e-3},
-            "epochs": 500,
-            "stopping_patience": 0.2,
-        },
-        "fitting": {
-            "fitbasis": "EVOL",
-            "basis": [
-                {"fl": fl, "trainable": False, "smallx": [0.5, 1.0], "largex": [2.0, 3.0]}
-                for fl in ("sng", "g", "v", "v3", "v8", "t3", "t8", "t15")
-            ],
-        },
-        "positivity": {"posdatasets": []},
-        "integrability": {"integdatasets": []},
+    card = small_n3fit_card(**changes)
+    card["parameters"] |= {
+        "optimizer": {"optimizer_name": "Nadam", "learning_rate": 2e-3},
+        "epochs": 500,
     }
-    return card | changes
+    return card
 
 
 def write(path: Path, card: dict[str, Any], first_line: str = "") -> Path:

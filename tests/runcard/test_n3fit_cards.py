@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import yaml
+from _n3fit_cards import small_n3fit_card
 
 from hyperscan.runcard import (
-    SHIPPED_THEORY_ID,
     TOY_PDF_SET,
     FitRuncard,
     N3fitError,
@@ -205,46 +205,6 @@ def test_the_hyperopt_card_becomes_a_scan_that_a_new_study_takes(peer_cards):
 # Import: defaults, command lines, refusals
 
 
-def small_card(**changes: Any) -> dict[str, Any]:
-    """A small n3fit fit card of two shipped datasets; ``changes`` replace top-level keys
-    (None removes one)."""
-    card = {
-        "dataset_inputs": [
-            {"dataset": "HERA_NC_225GEV_EP-SIGMARED", "frac": 0.5},
-            {"dataset": "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA", "variant": "rzero", "frac": 0.5},
-        ],
-        "genrep": True,
-        "theory": {"theoryid": SHIPPED_THEORY_ID},
-        "datacuts": {"t0pdfset": TOY_PDF_SET, "q2min": 3.49, "w2min": 12.5},
-        "trvlseed": 7,
-        "nnseed": 8,
-        "mcseed": 9,
-        "parameters": {
-            "nodes_per_layer": [10, 8],
-            "activation_per_layer": ["sigmoid", "linear"],
-            "initializer": "glorot_uniform",
-            "optimizer": {"optimizer_name": "Adam"},
-            "epochs": 300,
-            "stopping_patience": 0.2,
-        },
-        "fitting": {
-            "fitbasis": "EVOL",
-            "basis": [
-                {"fl": fl, "trainable": False, "smallx": [0.5, 1.0], "largex": [2.0, 3.0]}
-                for fl in ("sng", "g", "v", "v3", "v8", "t3", "t8", "t15")
-            ],
-        },
-        "positivity": {"posdatasets": []},
-        "integrability": {"integdatasets": []},
-    }
-    for key, value in changes.items():
-        if value is None:
-            card.pop(key)
-        else:
-            card[key] = value
-    return card
-
-
 def refused(card: dict[str, Any], **kwargs: Any) -> str:
     with pytest.raises(N3fitError) as caught:
         n3fit_to_hyperscan(card, **kwargs)
@@ -254,7 +214,7 @@ def refused(card: dict[str, Any], **kwargs: Any) -> str:
 
 
 def test_keys_an_n3fit_card_leaves_out_take_n3fit_s_defaults():
-    runcard = n3fit_to_hyperscan(small_card()).runcard()
+    runcard = n3fit_to_hyperscan(small_n3fit_card()).runcard()
     # n3fit's, not hyperscan's NNPDF4.0 defaults (clipnorm 6e-6, lr 2.6e-3, threshold 3.5)
     assert runcard.optimizer.name == "adam"
     assert (runcard.optimizer.learning_rate, runcard.optimizer.clipnorm) == (0.01, 1.0)
@@ -275,12 +235,12 @@ def test_keys_an_n3fit_card_leaves_out_take_n3fit_s_defaults():
     ],
 )
 def test_the_command_line_gives_the_replicas(args, replicas, trials):
-    runcard = n3fit_to_hyperscan(small_card(), args=args).runcard()
+    runcard = n3fit_to_hyperscan(small_n3fit_card(), args=args).runcard()
     assert runcard.replica_ids == replicas
 
 
 def test_a_command_line_it_cannot_read_is_refused():
-    message = refused(small_card(), args="1 -r 0 --parallel-hyperopt")
+    message = refused(small_n3fit_card(), args="1 -r 0 --parallel-hyperopt")
     assert "n3fit-args (-r 0: expected a positive integer)" in message
     assert "'--parallel-hyperopt': not an n3fit argument hyperscan maps" in message
 
@@ -309,11 +269,11 @@ CLOSURE = {"fakedata": True, "fakepdf": NNPDF40, "fakenoise": True, "filterseed"
     ],
 )
 def test_what_hyperscan_cannot_take_is_refused_by_name(changes, named):
-    assert named in refused(small_card(**changes))
+    assert named in refused(small_n3fit_card(**changes))
 
 
 def test_entries_hyperscan_cannot_take_are_refused_by_name():
-    card = small_card()
+    card = small_n3fit_card()
     card["dataset_inputs"][0] |= {"cfac": ["NRM"], "frac": 0.75}
     card["parameters"] |= {"dropout": 0.1, "layer_type": "dense_per_flavour"}
     card["parameters"]["optimizer"]["optimizer_name"] = "Adamax"
@@ -331,7 +291,7 @@ def test_entries_hyperscan_cannot_take_are_refused_by_name():
 
 
 def test_every_unknown_key_is_named_at_once():
-    card = small_card(tensorboard={"weight_freq": 100}, sneaky=1)
+    card = small_n3fit_card(tensorboard={"weight_freq": 100}, sneaky=1)
     card["parameters"]["regularizer"] = "l1_l2"
     card["datacuts"]["added_filter_rules"] = []
     card["fitting"]["basis"][0]["pos"] = True
@@ -342,12 +302,12 @@ def test_every_unknown_key_is_named_at_once():
         assert key in message, key
     assert "tensorboard" not in message  # an output option: ignored, and said so
     assert "ignored: tensorboard" in "\n".join(
-        n3fit_to_hyperscan(small_card(tensorboard={"weight_freq": 1})).notes
+        n3fit_to_hyperscan(small_n3fit_card(tensorboard={"weight_freq": 1})).notes
     )
 
 
 def test_missing_keys_n3fit_needs_are_refused():
-    card = small_card(mcseed=None)
+    card = small_n3fit_card(mcseed=None)
     del card["parameters"]["epochs"]
     message = refused(card)
     # keys refused for the same reason are named together
@@ -357,19 +317,21 @@ def test_missing_keys_n3fit_needs_are_refused():
 def test_positivity_sets_share_one_lambda_and_need_its_maxlambda():
     sets = [{"dataset": "NNPDF_POS_2P24GEV_F2U", "maxlambda": 1e6}]
     sets += [{"dataset": "NNPDF_POS_2P24GEV_DYU", "maxlambda": 1e5}, {"dataset": "X"}]
-    message = refused(small_card(positivity={"posdatasets": sets}), theory="/t/theory_99000001")
+    message = refused(
+        small_n3fit_card(positivity={"posdatasets": sets}), theory="/t/theory_99000001"
+    )
     assert (
         "positivity.posdatasets (maxlambda 100000, 1000000: hyperscan grows one lambda" in message
     )
     assert "positivity.posdatasets[2].maxlambda (missing: n3fit 4.1.5 needs it)" in message
     # without any positivity section: no sets, and hyperscan's defaults, which then act on none
-    runcard = n3fit_to_hyperscan(small_card(positivity=None)).runcard()
+    runcard = n3fit_to_hyperscan(small_n3fit_card(positivity=None)).runcard()
     assert runcard.data.real.positivity == ()
 
 
 def test_unknown_keys_inside_a_searched_range_and_wrong_types_are_named():
     rate = {"min": 1e-3, "max": 1e-2, "smapling": "log"}
-    card = small_card(
+    card = small_n3fit_card(
         hyperscan_config={"optimizer": [{"optimizer_name": "Adam", "learning_rate": rate}]},
         kfold={"partitions": [{"datasets": ["HERA_NC_225GEV_EP-SIGMARED"]}]},
     )
@@ -384,7 +346,7 @@ def test_unknown_keys_inside_a_searched_range_and_wrong_types_are_named():
 
 
 def test_a_theory_folder_opens_other_theories_and_positivity_sets():
-    card = small_card(
+    card = small_n3fit_card(
         theory={"theoryid": 40000000},
         positivity={"posdatasets": [{"dataset": "NNPDF_POS_2P24GEV_F2U", "maxlambda": 1e6}]},
     )
@@ -400,14 +362,14 @@ def test_a_theory_folder_opens_other_theories_and_positivity_sets():
 
 def test_a_closure_test_becomes_a_real_data_closure():
     closuretest = {"fakedata": True, "fakepdf": TOY_PDF_SET, "fakenoise": True, "filterseed": 4}
-    runcard = n3fit_to_hyperscan(small_card(closuretest=closuretest)).runcard()
+    runcard = n3fit_to_hyperscan(small_n3fit_card(closuretest=closuretest)).runcard()
     assert (runcard.data.real.closure.level, runcard.data.real.closure.seed) == (1, 4)
     again = fit_to_n3fit(runcard).card["closuretest"]
     assert again == closuretest
 
 
 def test_a_hyperopt_space_hyperscan_cannot_draw_is_refused_by_name():
-    card = small_card(
+    card = small_n3fit_card(
         hyperscan_config={
             "stopping": {"max_patience": 0.4},  # min_patience: n3fit's default 0
             "optimizer": [{"optimizer_name": "Adagrad"}],
@@ -436,7 +398,7 @@ def test_a_hyperopt_space_hyperscan_cannot_draw_is_refused_by_name():
 def test_an_optimizer_the_hyperopt_space_leaves_bare_takes_n3fit_s_defaults():
     optimizers = [{"optimizer_name": "Adam"}, {"optimizer_name": "RMSprop", "learning_rate": 0.05}]
     partitions = [{"datasets": ["HERA_NC_225GEV_EP-SIGMARED"]}]
-    card = small_card(
+    card = small_n3fit_card(
         hyperscan_config={"optimizer": optimizers},
         kfold={"partitions": partitions, "loss_type": "phi2", "threshold": float("inf")},
     )
@@ -607,7 +569,7 @@ def test_a_scan_n3fit_cannot_run_is_refused_by_name():
 
 
 def test_the_hyperscan_card_written_validates_with_hyperscan_s_loader():
-    imported = n3fit_to_hyperscan(small_card(), args="1 -r 3")
+    imported = n3fit_to_hyperscan(small_n3fit_card(), args="1 -r 3")
     text = imported.text("small.yml", ["imported"])
     assert text.startswith("# imported\n")
     assert parse_fit_runcard(text) == imported.runcard()

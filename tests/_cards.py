@@ -1,5 +1,5 @@
-"""The fit tests' runcard: a module of its own, so that a test can import it by a name no other
-test folder has (``conftest`` is every folder's)."""
+"""The tests' small fit runcard (fit/, pdfset/): a module of its own, so that a test can import
+it by a name no other test folder has (``conftest`` is every folder's)."""
 
 from __future__ import annotations
 
