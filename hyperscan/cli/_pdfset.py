@@ -29,6 +29,7 @@ from hyperscan.cli._common import fail, fit_folder_argument, output_folder_optio
     default=None,
     help="Points of the computed EKO's x grid, taken from the export grid [default: 50].",
 )
+@click.option("--force", is_flag=True, help="Replace the set if it exists.")
 @click.option("--progress/--no-progress", default=True, help="A progress bar for the EKO.")
 def evolve(
     fitdir: Path,
@@ -36,6 +37,7 @@ def evolve(
     name: str | None,
     eko: Path | None,
     x_points: int | None,
+    force: bool,
     progress: bool,
 ) -> None:
     """Evolve the fit in FITDIR (an OUTDIR of `hyperscan fit`) into an LHAPDF 6 set.
@@ -76,6 +78,7 @@ def evolve(
             eko,
             x_points=x_points or EKO_X_POINTS,
             progress=advance,
+            force=force,
         )
     except EvolveError as error:
         fail(str(error))

@@ -37,20 +37,24 @@ def evolve_fit(
     x_points: int = EKO_X_POINTS,
     cache_dir: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    force: bool = False,
 ) -> Path:
     """The LHAPDF set of the fit in ``folder``, written to ``output/name`` (default: the fit
-    folder's ``lhapdf/`` and its name); its folder.
+    folder's ``lhapdf/`` and its name); its folder. A set already there is replaced only with
+    ``force``, which is checked before any work.
 
     ``eko``: an EKO file to use as it is; otherwise one made under the fit's theory card, on
     ``x_points`` of the export grid, from the cache or computed into it.
     """
     fit = read_fit(folder)
+    name = name or fit.folder.resolve().name
+    target = Path(output) if output is not None else fit.folder / "lhapdf"
+    if (target / name).exists() and not force:
+        raise EvolveError(f"{target / name} exists; use --force to replace it")
     if eko is None:
         theory = nnpdf_theory(fit.theory.card)
         eko = cached_eko(theory, eko_xgrid(fit.xgrid, x_points), cache_dir, progress)
     elif not Path(eko).is_file():
         raise EvolveError(f"EKO {eko} does not exist")
     info, blocks = evolve(fit, Path(eko))
-    name = name or fit.folder.resolve().name
-    target = Path(output) if output is not None else fit.folder / "lhapdf"
     return write_set(fit, info, blocks, target, name)

@@ -214,5 +214,10 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(fit_folder, theory, tm
         lines = run.stderr.strip().splitlines()
         assert run.returncode == 2 and len(lines) == 1 and message in lines[0], (folder, run.stderr)
         assert not (tmp_path / "out").exists()
+    taken = tmp_path / "sets" / "tiny"
+    taken.mkdir(parents=True)
+    run = _cli(fit_folder, "-o", tmp_path / "sets", "--eko", tmp_path / "missing.tar")
+    assert run.returncode == 2 and f"{taken} exists; use --force" in run.stderr  # checked first
+    assert list(taken.iterdir()) == []
     with pytest.raises(EvolveError, match="theory card .*theory_12345.yaml does not exist"):
         nnpdf_theory(tmp_path / "theory_12345.yaml")
