@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import click
@@ -53,10 +54,11 @@ def evolve(
       hyperscan evolve runs/quickstart
       LHAPDF_DATA_PATH=runs/quickstart/lhapdf  # then any LHAPDF reader loads "quickstart"
     """
-    try:
-        from hyperscan.pdfset import EKO_X_POINTS, EvolveError, evolve_fit
-    except ModuleNotFoundError as error:
-        fail(f"`hyperscan evolve` needs {error.name}: pip install 'hyperscan[evolve]'")
+    missing = [name for name in ("eko", "nnpdf_data") if importlib.util.find_spec(name) is None]
+    if missing:
+        fail(f"`hyperscan evolve` needs {' and '.join(missing)}: pip install 'hyperscan[evolve]'")
+    from hyperscan.pdfset import EKO_X_POINTS, EvolveError, evolve_fit
+
     bar = None
 
     def advance(done: int, total: int) -> None:

@@ -221,3 +221,19 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(fit_folder, theory, tm
     assert list(taken.iterdir()) == []
     with pytest.raises(EvolveError, match="theory card .*theory_12345.yaml does not exist"):
         nnpdf_theory(tmp_path / "theory_12345.yaml")
+
+
+def test_without_eko_the_command_says_what_to_install(monkeypatch, tmp_path):
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    from hyperscan.cli import main
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "eko" else found(name, *a)
+    )
+    result = CliRunner().invoke(main, ["evolve", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "`hyperscan evolve` needs eko: pip install 'hyperscan[evolve]'" in result.stderr
