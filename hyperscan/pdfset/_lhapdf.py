@@ -25,7 +25,7 @@ from ._fit_folder import ExportedFit
 
 #: The flavours of every block, as PDG ids (eko's flavour basis).
 PIDS = (22, -6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6)
-_LHA_PIDS = (-6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6, 22)  # LHA_BASIS's
+_LHA_PIDS = (-6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6, 22)  # LHA_BASIS's (TBAR … T, PHT)
 
 
 def evolve(
@@ -65,7 +65,6 @@ def evolve(
         "XMax": float(fit.xgrid[-1]),
         "Flavors": list(PIDS),
     }
-    info.setdefault("NumFlavors", 5)
     blocks = {}
     for nf, scales in sorted(points.items()):
         scales.sort(key=lambda point: point[0])
