@@ -67,7 +67,9 @@ def evolve(
             from tqdm import tqdm
 
             click.echo(
-                "computing the EKO (once for this theory and grid; kept in the cache)", err=True
+                "computing the EKO, once for this theory and grid (then kept in the cache); the "
+                "first EKO of an installation also compiles eko's kernels (about 30 minutes)",
+                err=True,
             )
             bar = tqdm(total=total, desc="EKO", unit="piece", disable=not progress)
         bar.update(done - bar.n)
