@@ -9,6 +9,15 @@ plot``, the report layer) stay fast and small.
 from typing import TYPE_CHECKING, Any
 
 from hyperscan.fit._exportgrid import exportgrid_path
+from hyperscan.fit._fitinfo import (
+    INTEGRABILITY_FLAVOURS,
+    INTEGRABILITY_X,
+    POS_PASS,
+    POS_VETO,
+    arc_length_xgrid,
+    arc_lengths,
+    integrability_numbers,
+)
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -87,6 +96,8 @@ __all__ = [
     "FINISHED",
     "HISTORY_ARRAYS",
     "HISTORY_FILE",
+    "INTEGRABILITY_FLAVOURS",
+    "INTEGRABILITY_X",
     "INTERRUPTED",
     "MEMBER_STATUSES",
     "OK",
@@ -94,6 +105,8 @@ __all__ = [
     "PDF_ARRAYS",
     "PDF_FILE",
     "POSITIVITY_VETO",
+    "POS_PASS",
+    "POS_VETO",
     "RESULTS_FILE",
     "RUNCARD_FILE",
     "RUNNING",
@@ -108,12 +121,15 @@ __all__ = [
     "Trainer",
     "TrainerSettings",
     "TrialBatch",
+    "arc_length_xgrid",
+    "arc_lengths",
     "auto_slots",
     "build_ensemble",
     "build_members",
     "exportgrid_path",
     "fit_runcard",
     "fit_together",
+    "integrability_numbers",
     "make_optimizer",
     "max_slots",
     "member_specs",

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from hyperscan.data import Problem, experimental_chi2, export_xgrid, level1_data, load_problem
+from hyperscan.fit._fitinfo import arc_length_xgrid, arc_lengths
 from hyperscan.fit._format import (
     DIVERGED,
     DIVERGED_STATUS,
@@ -85,6 +86,7 @@ class FitResult:
     redraws: np.ndarray | None = None  # (M,) replacement starts each member needed
     small_x_pdf: np.ndarray | None = None  # (M, n, 8) x·f at SMALL_X, for n3fit's penalties
     export_pdf: np.ndarray | None = None  # (M, 196, 8) x·f at export_xgrid(), for exportgrids
+    arc_lengths: np.ndarray | None = None  # (M, 5) n3fit's, at Q0, for postfit (_fitinfo)
     # The batch a TrialBatch fitted the members in, which their rounding depends on (None:
     # fitted alone, or the batch was rebuilt under them, which no refit repeats).
     batch_layout: BatchLayout | None = None
@@ -328,6 +330,7 @@ def fit_result(
         redraws=redraws,
         small_x_pdf=model.pdf(final, SMALL_X),
         export_pdf=model.pdf(final, export_xgrid()),
+        arc_lengths=arc_lengths(model.pdf(final, arc_length_xgrid())),
     )
 
 
@@ -384,6 +387,7 @@ def _merged(
         redraws=stacked([p.redraws for p in parts]),
         small_x_pdf=stacked([p.small_x_pdf for p in parts]),
         export_pdf=stacked([p.export_pdf for p in parts]),
+        arc_lengths=stacked([p.arc_lengths for p in parts]),
     )
 
 

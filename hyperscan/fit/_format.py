@@ -20,6 +20,8 @@ No TensorFlow and no numpy here: readers import this without paying for the fit.
     The fit runcard as fitted.
 ``nnfit/replica_<i>/<folder name>.exportgrid``
     Each replica's x·f at Q0 on n3fit's export grid, as n3fit 4.1.5 writes it (``_exportgrid``).
+``nnfit/replica_<i>/<folder name>.json``, ``nnfit/replica_<i>/chi2exps.log``
+    Beside each exportgrid, what n3fit's postfit judges the replica on (``_fitinfo``).
 """
 
 RESULTS_FILE = "results.json"

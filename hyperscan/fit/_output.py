@@ -19,6 +19,7 @@ from hyperscan._files import umask
 from hyperscan._version import __version__
 from hyperscan.data import FIT_BASIS, FK_BASIS, fit_theory, fit_to_fk_rotation
 from hyperscan.fit._exportgrid import write_exportgrids
+from hyperscan.fit._fitinfo import write_fitinfos
 from hyperscan.fit._format import (
     DIVERGED_STATUS,
     HISTORY_FILE,
@@ -128,6 +129,7 @@ def write_fit(
         )
         if runcard is not None:
             write_exportgrids(staging, outdir.name, result, fit_theory(runcard.data))
+            write_fitinfos(staging, outdir.name, result)
         np.savez_compressed(
             staging / HISTORY_FILE,
             step=np.array([r.step for r in result.history]),

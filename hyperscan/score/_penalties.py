@@ -10,15 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from hyperscan.data import FIT_BASIS
+from hyperscan.fit import INTEGRABILITY_X, integrability_numbers
 
 #: saturation: the slope of x·f in log10 x, on 100 log points from 1e-6 to 1e-4, of the
 #: singlet and the gluon (n3fit's flavours 1 and 2 of its evolution basis).
 SATURATION_X = np.logspace(-6, -4, 100)
 SATURATION_FLAVOURS = ("Sigma", "g")
-#: integrability: |x·f| summed over x = 1e-9, 1e-8, 1e-7 (validphys' integrability_number)
-#: of V, T3, V3, T8, V8; per flavour, values up to 0.5 (validphys' fitveto threshold) count 0.
-INTEGRABILITY_X = np.logspace(-9, -6, 3, endpoint=False)
-INTEGRABILITY_FLAVOURS = ("V", "T3", "V3", "T8", "V8")
+#: integrability: per flavour, integrability numbers (the fit's, as postfit reads them) up to
+#: 0.5 (validphys' fitveto threshold) count 0.
 INTEGRABILITY_THRESHOLD = 0.5
 #: patience: exp(α·distance), α = 1e-4 (at 10,000 epochs from the mark the factor is e).
 PATIENCE_ALPHA = 1e-4
@@ -48,10 +47,9 @@ def patience(
 
 
 def integrability(xf: np.ndarray) -> np.ndarray:
-    """xf (M, 3, 8) on :data:`INTEGRABILITY_X` → (M,): exp(min(Σ_f n_f, 50)) − 1, n_f = Σ_x
-    |x·f| per flavour with those up to the threshold counted 0: zero for an integrable PDF."""
-    numbers = np.sum(np.abs(np.asarray(xf, dtype=np.float64)), axis=1)
-    numbers = numbers[:, _columns(INTEGRABILITY_FLAVOURS)]
+    """xf (M, 3, 8) on INTEGRABILITY_X → (M,): exp(min(Σ_f n_f, 50)) − 1, n_f the integrability
+    numbers, those up to the threshold counted 0: zero for an integrable PDF."""
+    numbers = integrability_numbers(xf)
     numbers[numbers <= INTEGRABILITY_THRESHOLD] = 0.0
     return np.exp(np.minimum(numbers.sum(axis=1), 50.0)) - 1.0
 
@@ -63,7 +61,7 @@ def all_penalties(
     patience_epochs: int,
     validation_chi2: np.ndarray,
 ) -> dict[str, np.ndarray]:
-    """Every penalty of M replicas, xf (M, 103, 8) on :data:`INTEGRABILITY_X` then
+    """Every penalty of M replicas, xf (M, 103, 8) on INTEGRABILITY_X then
     :data:`SATURATION_X` (the fit's ``SMALL_X``: ``FitResult.small_x_pdf``)."""
     n = INTEGRABILITY_X.size
     return {

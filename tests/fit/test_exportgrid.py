@@ -67,16 +67,20 @@ def fitted(make_card, tmp_path_factory):
     return result, outdir
 
 
-def test_a_fit_writes_one_exportgrid_per_replica_as_n3fit_lays_them_out(fitted):
+def test_a_fit_writes_an_exportgrid_and_fit_information_per_replica_as_n3fit_lays_them_out(fitted):
     result, outdir = fitted
     files = sorted(
         p.relative_to(outdir / "nnfit").as_posix() for p in (outdir / "nnfit").rglob("*")
     )
     assert files == [
         "replica_2",
+        "replica_2/chi2exps.log",
         "replica_2/tiny-fit.exportgrid",
+        "replica_2/tiny-fit.json",
         "replica_5",
+        "replica_5/chi2exps.log",
         "replica_5/tiny-fit.exportgrid",
+        "replica_5/tiny-fit.json",
     ]
     for member, replica in enumerate((2, 5)):
         grid = yaml.safe_load((outdir / f"nnfit/replica_{replica}/tiny-fit.exportgrid").read_text())
