@@ -25,7 +25,7 @@ from hyperscan.cli._common import (
     runcard_argument,
 )
 from hyperscan.cli._n3fit import import_n3fit
-from hyperscan.cli._pdfset import evolve
+from hyperscan.cli._pdfset import evolve, postfit
 from hyperscan.cli._report import plot, report
 from hyperscan.cli._scan import dashboard, export, scan, worker
 from hyperscan.cli._study import study
@@ -195,5 +195,16 @@ def _fit_inputs(runcard: Path):
         fail(str(error))
 
 
-for command in (study, worker, export, import_n3fit, dashboard, scan, report, plot, evolve):
+for command in (
+    study,
+    worker,
+    export,
+    import_n3fit,
+    dashboard,
+    scan,
+    report,
+    plot,
+    evolve,
+    postfit,
+):
     main.add_command(command)

@@ -1,4 +1,5 @@
-"""PDF-set commands: `evolve` (a fit folder's exportgrids into an LHAPDF set)."""
+"""PDF-set commands: `evolve` (a fit folder's exportgrids into an LHAPDF set) and `postfit`
+(the replicas that make the final set)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,85 @@ def evolve(
         if bar is not None:
             bar.close()
     click.echo(f"LHAPDF set {folder.name} written to {folder}/")
+
+
+@click.command()
+@fit_folder_argument
+@click.option(
+    "--replicas",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Members of the final set: the first N replicas that pass [default: all that pass].",
+)
+@click.option(
+    "--set",
+    "set_folder",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="The evolved LHAPDF set (a set's folder) [default: FITDIR/lhapdf/<FITDIR's name>].",
+)
+@click.option(
+    "--chi2-threshold",
+    type=click.FloatRange(min=0),
+    default=4.0,
+    show_default=True,
+    help="σ above the passing replicas' mean χ² beyond which a replica fails.",
+)
+@click.option(
+    "--arclength-threshold",
+    type=click.FloatRange(min=0),
+    default=4.0,
+    show_default=True,
+    help="σ above the passing replicas' mean arc length beyond which a replica fails.",
+)
+@click.option(
+    "--integrability-threshold",
+    type=click.FloatRange(min=0),
+    default=0.5,
+    show_default=True,
+    help="Largest integrability number (Σ|x·f| at x = 1e-9, 1e-8, 1e-7) that passes.",
+)
+def postfit(
+    fitdir: Path,
+    replicas: int | None,
+    set_folder: Path | None,
+    chi2_threshold: float,
+    arclength_threshold: float,
+    integrability_threshold: float,
+) -> None:
+    """Select the replicas of the fit in FITDIR as n3fit's postfit does, into the final set.
+
+    Each replica is judged on positivity, integrability, and its χ² and arc lengths against
+    the others'; the command names each one that fails and why. FITDIR/postfit then holds the
+    LHAPDF set of those that pass, renumbered, member 0 their mean (evolve the fit first),
+    n3fit's veto_count.json, and replica_<k> links to their folders.
+
+    \b
+    Example:
+      hyperscan evolve runs/quickstart && hyperscan postfit runs/quickstart
+    """
+    from hyperscan.pdfset import EvolveError
+    from hyperscan.pdfset import postfit as select
+
+    try:
+        result = select(
+            fitdir,
+            replicas,
+            set_folder,
+            chi2_threshold,
+            arclength_threshold,
+            integrability_threshold,
+        )
+    except EvolveError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the postfit folder: {error.filename or fitdir}: {error.strerror}")
+    for replica, why in result.unjudged.items():
+        click.echo(f"replica {replica}: not judged: {why}")
+    for replica, tests in result.failures().items():
+        click.echo(f"replica {replica}: fails {', '.join(tests)}")
+    click.echo(
+        f"{int(result.vetoes['Total'].sum())} of {len(result.replicas)} replicas pass; "
+        f"LHAPDF set {result.set_folder.name} of {len(result.selected)} written to "
+        f"{result.set_folder}/ (member 0 their mean)"
+    )

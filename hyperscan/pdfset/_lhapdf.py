@@ -76,7 +76,7 @@ def write_set(fit: ExportedFit, info: dict, blocks: dict, target: Path, name: st
     """``target/name``: ``name.info`` and ``name_0000.dat`` (the mean) … one per replica,
     written aside and renamed into place, so that a set is there whole or not at all."""
     folder = target / name
-    with _written_aside(folder) as staging:
+    with written_aside(folder) as staging:
         (staging / f"{name}.info").write_text(_info_text(info))
         for member in range(len(fit.replicas) + 1):
             header = (
@@ -84,12 +84,17 @@ def write_set(fit: ExportedFit, info: dict, blocks: dict, target: Path, name: st
                 if member == 0
                 else f"PdfType: replica\nFromMCReplica: {fit.replicas[member - 1]}\n"
             )
-            text = [header, "Format: lhagrid1\n---\n"]
-            for mu2, xf in blocks.values():
-                member_xf = xf.mean(axis=0) if member == 0 else xf[member - 1]
-                text.append(_block(fit.xgrid, mu2, member_xf))
-            (staging / f"{name}_{member:04d}.dat").write_text("".join(text))
+            member_xf = [
+                (fit.xgrid, mu2, xf.mean(axis=0) if member == 0 else xf[member - 1])
+                for mu2, xf in blocks.values()
+            ]
+            (staging / f"{name}_{member:04d}.dat").write_text(member_text(header, member_xf))
     return folder
+
+
+def member_text(header: str, blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> str:
+    """A member's .dat: the header, then each block from its x, Q² and x·f (Q², PIDS, x)."""
+    return "".join([header, "Format: lhagrid1\n---\n", *(_block(*block) for block in blocks)])
 
 
 def _block(xgrid: np.ndarray, mu2: np.ndarray, xf: np.ndarray) -> str:
@@ -104,6 +109,19 @@ def _block(xgrid: np.ndarray, mu2: np.ndarray, xf: np.ndarray) -> str:
     return "\n".join(lines) + "\n---\n"
 
 
+def member_blocks(text: str) -> list[tuple[np.ndarray, np.ndarray, tuple[int, ...], np.ndarray]]:
+    """A member's .dat read back: per block x, Q, flavours (PDG ids) and x·f (Q², pid, x)."""
+    found = []
+    for section in text.split("---")[1:]:
+        lines = section.strip().splitlines()
+        if lines:
+            x, q = (np.array(line.split(), dtype=np.float64) for line in lines[:2])
+            pids = tuple(int(p) for p in lines[2].split())
+            rows = np.array([line.split() for line in lines[3:]], dtype=np.float64)
+            found.append((x, q, pids, rows.reshape(x.size, q.size, len(pids)).transpose(1, 2, 0)))
+    return found
+
+
 def _info_text(info: dict) -> str:
     """LHAPDF's info format: one ``Key: value`` line per key, values in YAML flow style."""
 
@@ -115,7 +133,7 @@ def _info_text(info: dict) -> str:
 
 
 @contextmanager
-def _written_aside(folder: Path) -> Iterator[Path]:
+def written_aside(folder: Path) -> Iterator[Path]:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
