@@ -67,7 +67,9 @@ def plot(fitdir: Path, outdir: Path) -> None:
 
     PDFs of all members at Q0 in the evolution and physical bases (68% band, median, and the
     truth for closure fits), chi2 per point by dataset (in a k-fold fit, apart for the members
-    that fitted each dataset and those whose fold held it out), training histories.
+    that fitted each dataset and those whose fold held it out), training histories. Once the
+    fit is evolved (`hyperscan evolve`), its PDFs at Q = 100 GeV too, from the final set if
+    `hyperscan postfit` made one, and a closure fit's ratio to its evolved truth.
 
     \b
     Example:

@@ -23,6 +23,7 @@ from ._postfit import (
     postfit_order,
     vetoes,
 )
+from ._reader import PdfSet, read_set
 from ._scales import evolution_points, q2_grid
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "PIDS",
     "EvolveError",
     "ExportedFit",
+    "PdfSet",
     "PostfitResult",
     "ReplicaInfo",
     "cache_key",
@@ -49,6 +51,7 @@ __all__ = [
     "postfit_order",
     "q2_grid",
     "read_fit",
+    "read_set",
     "vetoes",
     "write_set",
 ]

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from hyperscan.data import fit_to_fk_rotation, fk_to_lha_rotation, toy_pdf
 
 from ._eko import cached_eko, nnpdf_theory
 from ._errors import EvolveError
@@ -29,6 +32,11 @@ def eko_xgrid(exported: np.ndarray, points: int) -> np.ndarray:
     return exported[np.unique(np.abs(y[:, None] - wanted[None, :]).argmin(axis=0))]
 
 
+def toy_pdf_lha(x: np.ndarray) -> np.ndarray:
+    """(x, LHA_BASIS) the closure truth at Q0, as the exportgrids hold a replica."""
+    return toy_pdf(x) @ (fk_to_lha_rotation(4) @ fit_to_fk_rotation()).T
+
+
 def evolve_fit(
     folder: Path | str,
     output: Path | str | None = None,
@@ -41,7 +49,8 @@ def evolve_fit(
 ) -> Path:
     """The LHAPDF set of the fit in ``folder``, written to ``output/name`` (default: the fit
     folder's ``lhapdf/`` and its name); its folder. A set already there is replaced only with
-    ``force``, which is checked before any work.
+    ``force``, which is checked before any work. A closure fit's truth, the toy PDF evolved by
+    the same EKO, is written beside it as the one-member set ``name_truth``.
 
     ``eko``: an EKO file to use as it is; otherwise one made under the fit's theory card, on
     ``x_points`` of the export grid, from the cache or computed into it.
@@ -57,4 +66,9 @@ def evolve_fit(
     elif not Path(eko).is_file():
         raise EvolveError(f"EKO {eko} does not exist")
     info, blocks = evolve(fit, Path(eko))
+    if fit.closure:
+        truth = replace(fit, replicas=(0,), xf=toy_pdf_lha(fit.xgrid)[None])
+        truth_info, truth_blocks = evolve(truth, Path(eko))
+        truth_info["SetDesc"] = f"the toy PDF of closure fit {fit.folder.name}, evolved"
+        write_set(truth, truth_info, truth_blocks, target, f"{name}_truth", central_only=True)
     return write_set(fit, info, blocks, target, name)

@@ -22,7 +22,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass(frozen=True)
 class ExportedFit:
-    """A fit's replicas at Q0: x·f (replicas, x, LHA_BASIS) on the grid they were written on."""
+    """A fit's replicas at Q0: x·f (replicas, x, LHA_BASIS) on the grid they were written on;
+    ``closure``: the data were made from the toy PDF, the truth a plot compares with."""
 
     folder: Path
     theory: FitTheory
@@ -30,6 +31,7 @@ class ExportedFit:
     q20: float
     xgrid: np.ndarray
     xf: np.ndarray
+    closure: bool = False
 
 
 def read_fit(folder: Path | str) -> ExportedFit:
@@ -68,6 +70,8 @@ def read_fit(folder: Path | str) -> ExportedFit:
         q20=float(first["q20"]),
         xgrid=np.array(first["xgrid"], dtype=np.float64),
         xf=np.array([grids[r]["pdfgrid"] for r in grids], dtype=np.float64),
+        closure=runcard.data.closure is not None
+        or (runcard.data.real is not None and runcard.data.real.closure is not None),
     )
 
 

@@ -72,13 +72,17 @@ def evolve(
     return info, blocks
 
 
-def write_set(fit: ExportedFit, info: dict, blocks: dict, target: Path, name: str) -> Path:
-    """``target/name``: ``name.info`` and ``name_0000.dat`` (the mean) … one per replica,
-    written aside and renamed into place, so that a set is there whole or not at all."""
+def write_set(
+    fit: ExportedFit, info: dict, blocks: dict, target: Path, name: str, central_only: bool = False
+) -> Path:
+    """``target/name``: ``name.info`` and ``name_0000.dat`` (the mean) … one per replica (none
+    with ``central_only``), written aside and renamed into place, so that a set is there whole
+    or not at all."""
     folder = target / name
     with written_aside(folder) as staging:
-        (staging / f"{name}.info").write_text(_info_text(info))
-        for member in range(len(fit.replicas) + 1):
+        count = 1 if central_only else len(fit.replicas) + 1
+        (staging / f"{name}.info").write_text(_info_text(info | {"NumMembers": count}))
+        for member in range(count):
             header = (
                 "PdfType: central\n"
                 if member == 0

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PNG plots of one fit's output folder: PDF bands at Q0, chi2 per dataset, training histories.
+"""PNG plots of one fit's output folder: PDF bands at Q0 (and at 100 GeV once evolved), chi2 per
+dataset, training histories.
 
 Reads only the files a fit writes (no TensorFlow): ``pdfs.npz`` (x*f of every member at Q0 in
 the fitted evolution basis), ``results.json`` (status and chi2 of every member),
@@ -42,6 +43,13 @@ from hyperscan.fit import (
     RESULTS_FILE,
     RUNCARD_FILE,
     RUNNING,
+)
+from hyperscan.pdfset import EvolveError
+from hyperscan.report._evolved_plots import (
+    EvolvedPdfs,
+    evolved_figure,
+    load_evolved,
+    truth_ratio_figure,
 )
 from hyperscan.report._style import BAND, HELD_OUT, TRUTH, new_figure, png_bytes, style, wants_log
 
@@ -111,6 +119,7 @@ class FitOutput:
     datasets: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, x range
     folds: tuple[int, ...] = ()  # (M,) each member's fold, -1 without folds
     held_out: tuple[frozenset[str], ...] = ()  # (M,) the datasets its fold held out of its fit
+    evolved: EvolvedPdfs | None = None  # at Q = 100 GeV, when the fit has an LHAPDF set
 
     @property
     def n_members(self) -> int:
@@ -295,6 +304,11 @@ def load_fit(fitdir: str | Path) -> FitOutput:
             "(files of different fits?)"
         )
     folds, held_out = _held_out(members, runcard, fitdir)
+    status = {m.get("replica"): m.get("status") for m in members}
+    try:
+        evolved = load_evolved(fitdir, status, float(np.min(pdfs["x"])))
+    except EvolveError as error:
+        raise FitPlotError(str(error)) from None
     return FitOutput(
         path=fitdir,
         x=np.asarray(pdfs["x"], dtype=np.float64),
@@ -307,6 +321,7 @@ def load_fit(fitdir: str | Path) -> FitOutput:
         datasets=datasets,
         folds=folds,
         held_out=held_out,
+        evolved=evolved,
     )
 
 
@@ -610,6 +625,10 @@ def fit_figures(fit: FitOutput) -> dict[str, Figure]:
         figures[f"pdfs_{basis}.png"] = pdf_overview_figure(fit, basis)
         for name in fit.pdfs(basis)[0]:
             figures[f"pdf_{basis}_{name}.png"] = pdf_figure(fit, name, basis)
+    if fit.evolved is not None:
+        figures["pdfs_100GeV.png"] = evolved_figure(fit.evolved, _title(fit))
+        if fit.evolved.truth is not None:
+            figures["pdfs_100GeV_ratio_to_truth.png"] = truth_ratio_figure(fit.evolved, _title(fit))
     figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
     if fit.history is not None:
         figures["training_history.png"] = history_figure(fit)
@@ -621,7 +640,9 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
 
     ``pdfs_evolution.png`` / ``pdfs_physical.png`` (all flavours at Q0),
     ``pdf_<basis>_<flavour>.png`` (one flavour with members, and the pull to the truth for
-    closure fits), ``chi2_datasets.png`` and ``training_history.png``.
+    closure fits), ``chi2_datasets.png`` and ``training_history.png``; with an LHAPDF set (after
+    ``hyperscan evolve``), ``pdfs_100GeV.png`` and, for a closure fit, its ratio to the evolved
+    truth ``pdfs_100GeV_ratio_to_truth.png``.
     """
     fit = load_fit(fitdir)
     if not fit.used.any():

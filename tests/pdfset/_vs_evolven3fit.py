@@ -1,10 +1,13 @@
 """Run in the n3fit peer venv: hyperscan's EKO cards and LHAPDF set against n3fit 4.1.5's.
 
-``python _vs_evolven3fit.py CARDS FIT EKO SET``: CARDS is a JSON file of the eko cards hyperscan
-makes for theory 99000001 on the x grid it names; FIT a hyperscan fit folder; EKO an EKO file;
-SET the LHAPDF set `hyperscan evolve` made from FIT with EKO. Checks, as assertions: evolven3fit
-makes the same cards; `evolven3fit evolve FIT --load EKO` writes the same numbers; validphys's
-LHAPDF (lhapdf-management and pdfflow, no LHAPDF) loads SET and gives its values.
+``python _vs_evolven3fit.py CARDS FIT EKO SET BETWEEN``: CARDS is a JSON file of the eko cards
+hyperscan makes for theory 99000001 on the x grid it names; FIT a hyperscan fit folder; EKO an
+EKO file; SET the LHAPDF set `hyperscan evolve` made from FIT with EKO; BETWEEN an npz of
+hyperscan's reader's values of SET's member 1 at a Q between nodes (``q``, ``pids``, ``xf``
+(pid, x)). Checks, as assertions: evolven3fit makes the same cards; `evolven3fit evolve FIT
+--load EKO` writes the same numbers; validphys's LHAPDF (lhapdf-management and pdfflow, no
+LHAPDF) loads SET, gives its values, and interpolates between Q nodes as hyperscan's reader
+does.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def without_cores(card: dict) -> dict:
     return card
 
 
-def main(cards: Path, fit: Path, eko: Path, lhapdf_set: Path) -> None:
+def main(cards: Path, fit: Path, eko: Path, lhapdf_set: Path, between: Path) -> None:
     ours = json.loads(cards.read_text())
     theory = fetch_theory(THEORY_CARDS_PATH, 99000001)
     theory_card, operator_card = eko_utils.construct_eko_cards(theory, np.array(ours["xgrid"]))
@@ -69,7 +72,14 @@ def main(cards: Path, fit: Path, eko: Path, lhapdf_set: Path) -> None:
         for pid in (21, 2, -1):
             got = pdf.xfxQ2(pid, x[i], q[1] ** 2)
             np.testing.assert_allclose(got, values[i, 1, pids.index(pid)], rtol=1e-5)
+    ours = np.load(between)  # hyperscan's reader between Q nodes: member 1, (pid, x) at q
+    q2 = float(ours["q"]) ** 2
+    for i in (40, 100, 160):
+        for pid in (21, 2, -1):
+            got = pdf.xfxQ2(pid, x[i], q2)
+            expected = ours["xf"][list(ours["pids"]).index(pid), i]
+            np.testing.assert_allclose(got, expected, rtol=1e-10)
 
 
 if __name__ == "__main__":
-    main(*map(Path, sys.argv[1:5]))
+    main(*map(Path, sys.argv[1:6]))

@@ -1,6 +1,6 @@
 """`hyperscan evolve`: a fit's exportgrids through an EKO into an LHAPDF 6 set.
 
-The EKOs here are eko's own files with operators the test chooses (tests/pdfset/_ekos.py): what
+The EKOs here are eko's own files with operators the test chooses (tests/_ekos.py): what
 the set holds is then known exactly. That eko computes the same EKO as n3fit's evolven3fit,
 and that both tools evolve alike, is checked in the peer kit (test_evolve_vs_n3fit.py).
 """
@@ -237,3 +237,63 @@ def test_without_eko_the_command_says_what_to_install(monkeypatch, tmp_path):
     result = CliRunner().invoke(main, ["evolve", str(tmp_path)])
     assert result.exit_code == 2
     assert "`hyperscan evolve` needs eko: pip install 'hyperscan[evolve]'" in result.stderr
+
+
+def test_a_closure_fit_s_truth_is_evolved_beside_its_set(fit_folder, theory, tmp_path):
+    """The toy PDF through the same EKO: one member, the operators applied to its values."""
+    from hyperscan.pdfset._evolve import toy_pdf_lha
+
+    eko = tmp_path / "random.tar"
+    operators = made_eko(eko, theory, export_xgrid(), seed=5)
+    evolve_fit(fit_folder, tmp_path / "sets", eko=eko)
+    truth = tmp_path / "sets" / "tiny_truth"
+    assert sorted(p.name for p in truth.iterdir()) == ["tiny_truth.info", "tiny_truth_0000.dat"]
+    assert "NumMembers: 1\n" in (truth / "tiny_truth.info").read_text()
+    x = export_xgrid()
+    lha_pids = (-6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6, 22)  # LHA_BASIS's, TBAR … PHT
+    at_q0 = toy_pdf_lha(x)[:, [lha_pids.index(p) for p in PIDS]].T  # (pid, x)
+    _, blocks = read_dat(truth / "tiny_truth_0000.dat")
+    (mu2, nf), operator = next(iter(operators.items()))
+    expected = np.einsum("ajbk,bk->aj", operator, at_q0 / x) * x  # (pid, x) at the first scale
+    _, q, _, values = blocks[0]
+    assert q[0] ** 2 == pytest.approx(mu2)
+    np.testing.assert_allclose(values[:, 0, :].T, expected, rtol=1e-7, atol=1e-12)
+
+
+def test_the_reader_interpolates_as_lhapdf_between_scales(fit_folder, tmp_path):
+    """A set whose x·f is smooth in Q, g(ln Q²) times the fit's values at Q0: at a node the
+    set's own values; between nodes LHAPDF's cubic in ln Q², exact where g is linear, and
+    within 1e-3 of g (and of parton's spline, another reader) where it is curved."""
+    import parton
+
+    from hyperscan.pdfset import read_set, write_set
+
+    fit = read_fit(fit_folder)
+    q = np.geomspace(1.65, 1e3, 40)  # about as dense in ln Q² as an LHAPDF grid
+    lha_pids = (-6, -5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5, 6, 22)  # LHA_BASIS's, TBAR … PHT
+    at_q0 = np.moveaxis(fit.xf[:, :, [lha_pids.index(p) for p in PIDS]], 1, 2)  # (r, pid, x)
+    info = {"Format": "lhagrid1", "Flavors": list(PIDS), "NumMembers": 4, "QMin": 1.65}
+
+    def made(name, g):
+        xf = g(np.log(q**2))[None, :, None, None] * at_q0[:, None]
+        return read_set(write_set(fit, info, {4: (q**2, xf)}, tmp_path, name))
+
+    linear = made("linear", lambda t: 1 + 0.1 * t)
+    curved = made("curved", lambda t: 1 + 0.3 * np.sin(t))
+    gluon = PIDS.index(21)
+    reference = at_q0[1, gluon]  # replica 2, member 2
+    assert curved.replicas == (None, 1, 2, 3)
+    node = curved.blocks[0][0][4]  # Q as printed in the set, the value as written at q[4]
+    expected = reference * (1 + 0.3 * np.sin(np.log(q[4] ** 2)))
+    np.testing.assert_allclose(curved.at(node)[2, gluon], expected, rtol=1e-7)
+    t = np.log(50.0**2)
+    np.testing.assert_allclose(linear.at(50.0)[2, gluon], reference * (1 + 0.1 * t), rtol=1e-7)
+    got = curved.at(50.0)[2, gluon]
+    exact = reference * (1 + 0.3 * np.sin(t))
+    assert np.abs(got - exact).max() < 1e-3 * np.abs(exact).max()
+    theirs = parton.mkPDF("curved", 2, pdfdir=str(tmp_path)).xfxQ2(
+        21, fit.xgrid, 2500.0, grid=False
+    )
+    assert np.abs(got - theirs).max() < 1e-3 * np.abs(exact).max()
+    with pytest.raises(EvolveError, match="Q = 10000.0 GeV is outside the set's grid"):
+        curved.at(1e4)

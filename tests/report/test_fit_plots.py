@@ -424,3 +424,59 @@ def test_an_empty_output_is_refused_not_the_current_folder(fitdir, tmp_path, mon
     result = CliRunner().invoke(main, ["plot", str(fitdir), "-o", ""])
     assert result.exit_code == 2 and "is empty: give a folder name" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def _median_line(figure, ax_index):
+    (line,) = [ln for ln in figure.axes[ax_index].get_lines() if ln.get_label() == "median"]
+    return line.get_ydata()
+
+
+def test_an_evolved_fit_is_also_drawn_at_100_gev_with_its_evolved_truth(fitdir, tmp_path):
+    """With an identity EKO the set at 100 GeV holds the exportgrids' values: the median is
+    theirs over the ok replicas, the truth the toy PDF's, and the ratio to it is drawn. After
+    postfit, the final set's replicas are those drawn, and the figure says so."""
+    from _ekos import made_eko
+
+    from hyperscan.data import LHA_BASIS
+    from hyperscan.pdfset import evolve_fit, nnpdf_theory, postfit, read_fit
+    from hyperscan.pdfset._evolve import toy_pdf_lha
+
+    copy = tmp_path / fitdir.name  # the exportgrids are named after the fit folder
+    shutil.copytree(fitdir, copy)
+    exported = read_fit(copy)
+    eko = tmp_path / "identity.tar"
+    made_eko(eko, nnpdf_theory(exported.theory.card), exported.xgrid, seed=None)
+    evolve_fit(copy, eko=eko)
+    outdir = tmp_path / "plots"
+    result = CliRunner().invoke(main, ["plot", str(copy), "-o", str(outdir)])
+    assert result.exit_code == 0, result.output
+    new = ["pdfs_100GeV.png", "pdfs_100GeV_ratio_to_truth.png"]
+    assert sorted(p.name for p in outdir.iterdir()) == sorted(EXPECTED + new)
+    for name in new:
+        _not_blank((outdir / name).read_bytes(), name)
+    fit = load_fit(copy)
+    keep = exported.xgrid >= fit.x.min()
+    ok = [i for i, m in enumerate(fit.members) if m["status"] == "ok"]
+    u = LHA_BASIS.index("U")
+    with style():
+        figure = fit_figures(fit)["pdfs_100GeV.png"]
+        median = np.median(exported.xf[ok][:, keep, u], axis=0)
+        np.testing.assert_allclose(_median_line(figure, 0), median, rtol=1e-7, atol=1e-12)
+        (truth,) = [ln for ln in figure.axes[0].get_lines() if ln.get_label() == "truth"]
+        np.testing.assert_allclose(
+            truth.get_ydata(), toy_pdf_lha(exported.xgrid)[keep, u], rtol=1e-7, atol=1e-12
+        )
+        assert f"{len(ok)} replicas with status ok of the evolved set" in figure.get_suptitle()
+    for replica in fit.replicas:
+        info = copy / f"nnfit/replica_{replica}/{copy.name}.json"
+        info.write_text(json.dumps(json.loads(info.read_text()) | {"pos_state": "POS_PASS"}))
+    postfit(copy, replicas=2)
+    with style():
+        figure = fit_figures(load_fit(copy))["pdfs_100GeV.png"]
+        assert f"the 2 replicas postfit selected (postfit/{copy.name})" in figure.get_suptitle()
+        median = np.median(exported.xf[:2][:, keep, u], axis=0)
+        np.testing.assert_allclose(_median_line(figure, 0), median, rtol=1e-7, atol=1e-12)
+
+
+def test_without_a_set_there_is_no_plot_at_100_gev(fitdir):
+    assert load_fit(fitdir).evolved is None
