@@ -2,7 +2,7 @@
 """Regenerate one shipped NLO DIS FK table with yadism -> eko -> pineko (the `theory` extra).
 
     pip install -e '.[theory]'        # best in a separate venv: it pulls numba, eko, yadism, ...
-    python tools/build_fk.py DATASET [--kit ../shared/data] [--out DIR] [--check]
+    python tools/build_fk.py DATASET [--kit ../shared/data] [--out DIR] [--check] [--grid-only]
 
 DATASET is one of the shipped real-data sets (``hyperscan/data/dis/<DATASET>.npz``). The
 kinematics (x, Q2, y bin mids) come from that file's ``kinematics`` column (or from the kit's
@@ -15,11 +15,15 @@ settings the shipped tables were made with (see docs/fk-tables.md):
    ``eko.runner.managed.solve``;
 3. ``pineko.evolve.evolve_grid`` (max_as = 2, max_al = 0, scale ratios 1, Nf4Ind).
 
-Writes ``DIR/<DATASET>.pineappl.lz4`` atomically (temporary file + rename; default DIR: the
-current directory) and prints the wall time of each stage. ``--check`` compares the result with
-the kit's ``fktables/<DATASET>.pineappl.lz4``: the raw FK arrays (per bin, relative to the bin's
-largest entry) and the convolution with a fixed PDF (per bin, relative); exit 1 when either max
-relative difference exceeds ``--tolerance`` (1e-10).
+Writes ``DIR/<DATASET>.pineappl.lz4`` and the PineAPPL grid before evolution,
+``DIR/<DATASET>.grid.pineappl.lz4`` (the grid the self-consistency check convolves with an
+LHAPDF set), each atomically (temporary file + rename; default DIR: the current directory), and
+prints the wall time of each stage. ``--grid-only`` stops after the grid (no EKO: seconds).
+``--check`` compares the FK table with the kit's ``fktables/<DATASET>.pineappl.lz4``: the raw FK
+arrays (per bin, relative to the bin's largest entry) and the convolution with a fixed PDF (per
+bin, relative); exit 1 when either max relative difference exceeds ``--tolerance`` (1e-10).
+With ``--grid-only`` it checks the grid against the shipped table's record of its grid instead:
+the observables runcard, theory (ID aside), yadism version and bins in the metadata.
 
 The first run compiles eko's numba kernels (~25 min on 2 cores, cached afterwards in eko's
 ``__pycache__``). Exit status 2: the `theory` extra is missing, or the dataset or kit is unknown.
@@ -34,6 +38,7 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -268,8 +273,27 @@ def stage(name: str, timings: dict) -> Iterator[None]:
     print(f"[{name}] {timings[name]:.2f} s", flush=True)
 
 
-def build(dataset: str, kit: Path, out: Path) -> tuple[Path, dict]:
-    """Build DATASET's FK table into out/<DATASET>.pineappl.lz4; returns (path, timings)."""
+def grid_file(out: Path, dataset: str) -> Path:
+    """Where the PineAPPL grid before evolution goes, beside the FK table."""
+    return out / f"{dataset}.grid.pineappl.lz4"
+
+
+def _install(source: Path, target: Path) -> None:
+    """Copy source to target atomically: a temporary file beside it, renamed into place."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.chmod(tmp, 0o666 & ~umask())  # mkstemp makes it 0600
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def build(dataset: str, kit: Path, out: Path, grid_only: bool = False) -> tuple[Path, dict]:
+    """Build DATASET's grid into out/<DATASET>.grid.pineappl.lz4 and (unless grid_only) its FK
+    table into out/<DATASET>.pineappl.lz4; returns (the last file written, timings)."""
     data = load_dataset(dataset, kit)
     theory = load_theory(kit)
     runcard = observables_card(data)
@@ -283,11 +307,15 @@ def build(dataset: str, kit: Path, out: Path) -> tuple[Path, dict]:
     target = out / f"{dataset}.pineappl.lz4"
     with tempfile.TemporaryDirectory(prefix=f".build_fk-{dataset}-", dir=out) as work:
         work = Path(work)
+        # the grid's own name: pineko records it (grid_name) and its md5 (grid_hash)
         grid_path = work / f"{dataset}.pineappl.lz4"
         with stage("yadism", timings):
             # yadism edits the dicts it gets (n3lo_cf_variation): hand it copies.
             output = yadism.run_yadism(copy.deepcopy(theory), copy.deepcopy(runcard))
             yadbox_export.dump_pineappl_to_file(output, str(grid_path), obsname)
+            _install(grid_path, grid_file(out, dataset))
+        if grid_only:
+            return grid_file(out, dataset), timings
 
         with stage("operator card", timings):
             card_path = work / "operator_card.yaml"
@@ -375,6 +403,30 @@ def compare(new_path: Path, ref_path: Path) -> dict:
     return result
 
 
+def compare_grid(grid_path: Path, ref_path: Path) -> dict:
+    """A grid against the shipped FK table's record of the grid it was evolved from: the same
+    observables runcard (kinematics, x grid, projectile), theory (ID and comment aside: the kit
+    labelled its card 40000000), yadism version and bins. Not the md5 (pineko's grid_hash):
+    the theory ID is part of the file."""
+    import pineappl
+
+    grid = pineappl.grid.Grid.read(str(grid_path))
+    ref = pineappl.fk_table.FkTable.read(str(ref_path))
+    meta, meta_ref = grid.metadata, ref.metadata
+
+    def theory(m: dict) -> dict:
+        card = json.loads(m.get("theory", "{}"))
+        return {k: v for k, v in card.items() if k not in ("ID", "Comments")}
+
+    return {
+        "same_runcard": json.loads(meta.get("runcard", "null"))
+        == json.loads(meta_ref.get("runcard", "null")),
+        "same_theory": theory(meta) == theory(meta_ref),
+        "same_yadism": meta.get("yadism_version") == meta_ref.get("yadism_version"),
+        "same_bins": np.array_equal(grid.bin_limits(), ref.bin_limits()),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Regenerate a shipped NLO DIS FK table (yadism -> eko -> pineko).",
@@ -384,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kit", type=Path, default=DEFAULT_KIT, help="real-data kit folder")
     parser.add_argument("--out", type=Path, default=Path("."), help="output folder")
     parser.add_argument("--check", action="store_true", help="compare with the kit's table")
+    parser.add_argument(
+        "--grid-only", action="store_true", help="stop after the grid (no EKO, no FK table)"
+    )
     parser.add_argument("--tolerance", type=float, default=1e-10)
     parser.add_argument("--verbose", action="store_true", help="keep yadism's and eko's logs")
     args = parser.parse_args(argv)
@@ -406,13 +461,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    path, build_timings = build(args.dataset, args.kit, args.out)
+    path, build_timings = build(args.dataset, args.kit, args.out, grid_only=args.grid_only)
     timings.update(build_timings)
     total = time.perf_counter() - start
     parts = ", ".join(f"{k} {v:.1f} s" for k, v in timings.items())
     print(f"wrote {path}\ntotal {total:.1f} s ({parts})", flush=True)
     if not args.check:
         return 0
+    if args.grid_only:
+        result = compare_grid(path, reference)
+        print(f"check against {reference}'s record of its grid:")
+        for key, value in result.items():
+            print(f"  {key}: {value}")
+        ok = all(result.values())
+        print("the grid is the one the shipped table was evolved from" if ok else "MISMATCH")
+        return 0 if ok else 1
     result = compare(path, reference)
     print(f"check against {reference}:")
     for key, value in result.items():

@@ -355,10 +355,13 @@ def test_build_wires_the_stages_and_writes_atomically(kit: Path, tmp_path: Path,
     path, timings = bfk.build(CC_EM, kit, out)
     assert path == out / f"{CC_EM}.pineappl.lz4"
     assert path.read_bytes() == b"fk table"
-    assert sorted(p.name for p in out.iterdir()) == [path.name]  # no temporary files left
+    grid = out / f"{CC_EM}.grid.pineappl.lz4"
+    assert grid.read_bytes() == b"grid"  # the grid before evolution is kept
+    assert sorted(p.name for p in out.iterdir()) == sorted([path.name, grid.name])  # no temporaries
     umask = os.umask(0)
     os.umask(umask)
-    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
+    for written in (path, grid):
+        assert written.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     assert {"yadism", "operator card", "eko", "evolve"} <= set(timings)
     theory, runcard = fake.calls["yadism"]
     assert theory["PTO"] == 1 and theory["nf0"] == 4 and theory["n3lo_cf_variation"] == 0
@@ -383,6 +386,35 @@ def test_failed_evolution_leaves_the_old_table(kit: Path, tmp_path: Path, fakes)
     with pytest.raises(RuntimeError, match="evolution failed"):
         bfk.build(CC_EM, kit, out)
     assert old.read_bytes() == b"old table"
+    grid = out / f"{CC_EM}.grid.pineappl.lz4"  # made before the evolution failed: kept
+    assert sorted(p.name for p in out.iterdir()) == sorted([old.name, grid.name])
+
+
+def test_grid_only_stops_before_the_eko(kit: Path, tmp_path: Path, fakes):
+    fake = fakes()
+    out = tmp_path / "out"
+    path, timings = bfk.build(CC_EM, kit, out, grid_only=True)
+    assert path == out / f"{CC_EM}.grid.pineappl.lz4" and path.read_bytes() == b"grid"
+    assert sorted(p.name for p in out.iterdir()) == [path.name]
+    assert set(timings) == {"yadism"}
+    assert "solve" not in fake.calls and "evolve" not in fake.calls
+
+
+def test_a_failed_yadism_run_leaves_the_old_grid(kit: Path, tmp_path: Path, fakes, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    old = out / f"{CC_EM}.grid.pineappl.lz4"
+    old.write_bytes(b"old grid")
+    fake = fakes()
+
+    def broken_dump(output, path, obsname):
+        Path(path).write_bytes(b"half")
+        raise RuntimeError("dump failed")
+
+    monkeypatch.setattr(fake, "dump", broken_dump)
+    with pytest.raises(RuntimeError, match="dump failed"):
+        bfk.build(CC_EM, kit, out, grid_only=True)
+    assert old.read_bytes() == b"old grid"
     assert sorted(p.name for p in out.iterdir()) == [old.name]
 
 
