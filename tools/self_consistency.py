@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hyperscan.pdfset import log_bicubic
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "tools" / "self_consistency"
 GRIDS = HERE / "grids"
@@ -151,62 +153,7 @@ def load_reference(path: Path = REFERENCE) -> Reference:
         return Reference(blocks, float(z["q0"]), z["q0_x"], z["q0_xf"], json.loads(str(z["about"])))
 
 
-# --- interpolation ------------------------------------------------------------------------------
-
-
-def _hermite(t: np.ndarray, vl, vdl, vh, vdh):
-    """LHAPDF's cubic Hermite on [0, 1] (values and derivatives times the interval)."""
-    t2, t3 = t * t, t * t * t
-    return (
-        (2 * t3 - 3 * t2 + 1) * vl
-        + (t3 - 2 * t2 + t) * vdl
-        + (-2 * t3 + 3 * t2) * vh
-        + (t3 - t2) * vdh
-    )
-
-
-def _slopes(values: np.ndarray, knots: np.ndarray) -> np.ndarray:
-    """LHAPDF's derivatives along axis 0: the mean of the two one-sided differences inside,
-    one-sided at the ends."""
-    diff = np.diff(values, axis=0) / np.diff(knots)[(...,) + (None,) * (values.ndim - 1)]
-    return np.concatenate([diff[:1], (diff[:-1] + diff[1:]) / 2, diff[-1:]])
-
-
-def log_bicubic(block: Block, pid_index: int, x: np.ndarray, q2: float) -> np.ndarray:
-    """x·f of one flavour at the points x and one Q², as LHAPDF 6's LogBicubicInterpolator
-    computes it: Hermite cubics in ln x with finite-difference slopes at the four Q² knots
-    around Q², then a Hermite cubic in ln Q² whose slopes are finite differences of those."""
-    logx, logq2 = np.log(block.x), np.log(block.q**2)
-    n_q = len(logq2)
-    if n_q < 4:
-        raise ValueError(f"a block of {n_q} Q knots: LHAPDF's bicubic needs 4")
-    values = block.xf[:, :, pid_index]  # (n_x, n_q)
-    dx = _slopes(values, logx)
-    lx = np.log(np.asarray(x, float))
-    outside = (lx < logx[0] - 1e-12) | (lx > logx[-1] + 1e-12)  # no extrapolation: NaN
-    ix = np.clip(np.searchsorted(logx, lx, side="right") - 1, 0, len(logx) - 2)
-    width_x = logx[ix + 1] - logx[ix]
-    tx = (lx - logx[ix]) / width_x
-    lq = np.log(q2)
-    iq = int(np.clip(np.searchsorted(logq2, lq, side="right") - 1, 0, n_q - 2))
-
-    def at(j: int) -> np.ndarray:  # the x interpolation at Q knot j
-        return _hermite(
-            tx, values[ix, j], dx[ix, j] * width_x, values[ix + 1, j], dx[ix + 1, j] * width_x
-        )
-
-    vl, vh = at(iq), at(iq + 1)
-    width = logq2[iq + 1] - logq2[iq]
-    middle = (vh - vl) / width
-    low = middle if iq == 0 else (middle + (vl - at(iq - 1)) / (logq2[iq] - logq2[iq - 1])) / 2
-    high = (
-        middle
-        if iq + 1 == n_q - 1
-        else (middle + (at(iq + 2) - vh) / (logq2[iq + 2] - logq2[iq + 1])) / 2
-    )
-    return np.where(
-        outside, np.nan, _hermite((lq - logq2[iq]) / width, vl, low * width, vh, high * width)
-    )
+# --- the set as pineappl reads it ---------------------------------------------------------------
 
 
 class SetMember:
@@ -246,7 +193,7 @@ class SetMember:
             return np.zeros(len(x))  # the photon of a QCD set, for instance
         index = int(np.flatnonzero(block.pids == pid)[0])
         if not self.spline:
-            return log_bicubic(block, index, x, q2)
+            return log_bicubic(block.x, block.q, block.xf[:, :, index], x, q2)
         if i not in self._splines:
             from parton.pdf import PDFGrid
 

@@ -23,7 +23,7 @@ from ._postfit import (
     postfit_order,
     vetoes,
 )
-from ._reader import PdfSet, read_set
+from ._reader import PdfSet, log_bicubic, read_set
 from ._scales import evolution_points, q2_grid
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "evolution_points",
     "evolve",
     "evolve_fit",
+    "log_bicubic",
     "member_blocks",
     "nnpdf_theory",
     "postfit",
