@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hyperscan.score._covariance import eigenvectors, whitening
+
 #: The fraction of a Gaussian within one standard deviation, erf(1/√2): ξ₁σ's ideal.
 ONE_SIGMA = math.erf(1.0 / math.sqrt(2.0))
 
@@ -50,19 +52,17 @@ def closure_estimators(
     """
     predictions = np.asarray(predictions, dtype=np.float64)
     truth = np.asarray(truth, dtype=np.float64)
-    covmat = np.asarray(covmat, dtype=np.float64)
     n = truth.shape[0]
     mean = predictions.mean(axis=0)
-    lower = np.linalg.cholesky(covmat)
+    lower_inverse, vectors = whitening(covmat), eigenvectors(covmat)
 
     def chi2(residuals: np.ndarray) -> np.ndarray:  # (..., N) -> (...)
-        z = np.linalg.solve(lower, np.atleast_2d(residuals).T)
+        z = lower_inverse @ np.atleast_2d(residuals).T
         return (z * z).sum(axis=0) / n
 
     bias = float(chi2(mean - truth)[0])
     variance = float(np.mean(chi2(predictions - mean)))
     ratio = math.sqrt(bias / variance) if variance > 0 else math.inf
-    _, vectors = np.linalg.eigh(covmat)
     delta = vectors.T @ (mean - truth)
     sigma = (predictions - mean) @ vectors
     sigma = np.sqrt(np.mean(sigma * sigma, axis=0))

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hyperscan.score._covariance import whitening
+
 
 @dataclass(frozen=True)
 class EnsembleMetrics:
@@ -61,8 +63,7 @@ def central_chi2(predictions: np.ndarray, data: np.ndarray, covmat: np.ndarray) 
     n3fit's ``chi2exp``, which its hyperopt takes on a fold's fitted (not held-out) data."""
     predictions = np.asarray(predictions, dtype=np.float64)
     residual = predictions.mean(axis=0) - np.asarray(data, dtype=np.float64)
-    lower = np.linalg.cholesky(np.asarray(covmat, dtype=np.float64))
-    return float(_chi2(lower, residual)) / residual.size
+    return float(np.sum((whitening(covmat) @ residual) ** 2)) / residual.size
 
 
 def ensemble_metrics(
@@ -81,13 +82,14 @@ def ensemble_metrics(
     replicas, n_points = predictions.shape
     residuals = predictions - data
     central = residuals.mean(axis=0)
-    experimental = np.linalg.cholesky(covmat)
+    experimental = whitening(covmat)  # the same for every trial: factorised once
     spread = np.mean(_chi2(experimental, residuals.T)) - _chi2(experimental, central)
     phi2 = max(float(spread), 0.0) / n_points if replicas > 1 else math.nan
     total = covmat + np.cov(predictions, rowvar=False) if replicas > 1 else covmat
-    chi2_total = float(_chi2(np.linalg.cholesky(total), central))
-    normalised = np.linalg.cholesky(total / np.outer(data, data))
-    log_det = 2.0 * float(np.sum(np.log(np.diag(normalised))))
+    lower = np.linalg.cholesky(total)  # the trial's own: one factorisation
+    chi2_total = float(np.sum(np.linalg.solve(lower, central) ** 2))
+    # log det(total / dᵢdⱼ) = log det(total) − 2 Σ log |dᵢ|
+    log_det = 2.0 * float(np.sum(np.log(np.diag(lower)) - np.log(np.abs(data))))
     logp = 0.5 * (n_points * math.log(2.0 * math.pi) + log_det + chi2_total) / n_points
     return EnsembleMetrics(
         phi=math.sqrt(phi2),
@@ -134,7 +136,6 @@ def fold_record(
     return finite | {"n_points": int(np.shape(data)[0]), "replicas": int(best.size)}
 
 
-def _chi2(lower: np.ndarray, residuals: np.ndarray) -> np.ndarray:
+def _chi2(lower_inverse: np.ndarray, residuals: np.ndarray) -> np.ndarray:
     """residualᵀ C⁻¹ residual for C = L Lᵀ, over the first axis (N,) or (N, R)."""
-    whitened = np.linalg.solve(lower, residuals)
-    return np.sum(whitened**2, axis=0)
+    return np.sum((lower_inverse @ residuals) ** 2, axis=0)
