@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-#: Factorisations kept, the most recently used: a few covariances per study.
-KEPT = 16
+#: Factorisations kept, the most recently used, up to this many bytes: a few covariances per
+#: study (a fold's of NNPDF4.0's 4,600 points is 170 MB).
+KEPT_BYTES = 512 * 2**20
 _kept: OrderedDict[tuple[str, bytes], np.ndarray] = OrderedDict()
 
 
@@ -25,7 +26,7 @@ def _cached(kind: str, covmat: np.ndarray, make: Callable[[np.ndarray], np.ndarr
         _kept.move_to_end(key)
         return _kept[key]
     _kept[key] = value = make(covmat)
-    while len(_kept) > KEPT:
+    while len(_kept) > 1 and sum(kept.nbytes for kept in _kept.values()) > KEPT_BYTES:
         _kept.popitem(last=False)
     return value
 

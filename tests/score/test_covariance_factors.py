@@ -56,4 +56,12 @@ def test_the_estimators_are_the_direct_formulas():
     xi = np.mean(np.abs(vectors.T @ (mean - truth)) < spread)
     np.testing.assert_allclose([got.bias, got.variance], [bias, variance], rtol=1e-12)
     assert got.rbv == np.sqrt(got.bias / got.variance) and got.xi1sigma == xi
-    assert len(cache._kept) <= cache.KEPT
+
+
+def test_the_kept_factorisations_are_bounded_in_memory(monkeypatch):
+    monkeypatch.setattr(cache, "KEPT_BYTES", 3 * 20 * 20 * 8)  # three 20-point factorisations
+    monkeypatch.setattr(cache, "_kept", type(cache._kept)())
+    for seed in range(5):
+        cache.whitening(_positive(20, seed))
+    assert len(cache._kept) == 3
+    assert cache.whitening(_positive(20, 4)) is cache.whitening(_positive(20, 4))  # the latest kept
