@@ -208,6 +208,7 @@ class Table:
     observable: str  # what each bin holds, with units
     scale: Callable[[dict], float]  # mu^2 of a bin
     channels: tuple[Channel, ...]
+    total: bool = False  # one bin, the dataset's first point's kinematics (a RATIO's total)
 
 
 def _gauss(lo: float, hi: float, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -251,6 +252,28 @@ def z_rapidity(q: int, m_lo: float, m_hi: float) -> Callable:
         x1 = np.sqrt(mm / s) * np.exp(yy)
         x2 = np.sqrt(mm / s) * np.exp(-yy)
         return x1.ravel(), x2.ravel(), weight.ravel() * GEV2_TO_PB
+
+    return samples
+
+
+def z_total(q: int, m_lo: float, m_hi: float) -> Callable:
+    """sigma(Z/gamma* -> l+l-) (pb) over all rapidities, m_lo < M < m_hi, at mu = M_Z: the
+    normalisation of a 1/sigma d sigma/dy measurement."""
+
+    def samples(k: dict):
+        s = k["sqrts"] ** 2
+        t_lo, t_hi = (math.atan((m**2 - MZ**2) / (MZ * GAMMA_Z)) for m in (m_lo, m_hi))
+        t, wt = _gauss(t_lo, t_hi, 96)
+        m2 = MZ**2 + MZ * GAMMA_Z * np.tan(t)
+        jacobian = MZ * GAMMA_Z / np.cos(t) ** 2
+        x1, x2, weight = [], [], []
+        for m2_i, w_i in zip(m2, wt * jacobian * sigma_dy(q, m2) / s, strict=True):
+            y_max = 0.5 * math.log(s / m2_i)
+            y, wy = _gauss(-y_max, y_max, 128)
+            x1.append(np.sqrt(m2_i / s) * np.exp(y))
+            x2.append(np.sqrt(m2_i / s) * np.exp(-y))
+            weight.append(w_i * wy)
+        return np.concatenate(x1), np.concatenate(x2), np.concatenate(weight) * GEV2_TO_PB
 
     return samples
 
@@ -333,6 +356,26 @@ TABLES: dict[str, Table] = {
                 for q in (*UP, *DOWN)
             ),
         ),
+        Table(
+            "D0ZRAP-D0_ZRAP_MCgrid_500M",
+            "D0_Z0_1P96TEV_ZRAP",
+            "d sigma(Z/gamma* -> e+e-)/dy [pb], 71 < M_ee < 111 GeV, per unit y (y > 0)",
+            lambda k: MZ**2,
+            tuple(
+                Channel(dy_channels("ppbar", (q,)), z_rapidity(q, 71.0, 111.0))
+                for q in (*UP, *DOWN)
+            ),
+        ),
+        Table(
+            "D0ZRAP-D0_ZNORM_MCgrid_500M",
+            "D0_Z0_1P96TEV_ZRAP",
+            "sigma(Z/gamma* -> e+e-) [pb], 71 < M_ee < 111 GeV, all y; one bin",
+            lambda k: MZ**2,
+            tuple(
+                Channel(dy_channels("ppbar", (q,)), z_total(q, 71.0, 111.0)) for q in (*UP, *DOWN)
+            ),
+            total=True,
+        ),
         _w_table("D0WMASY-grid-40-6-15-3-Wplus_wly_pt25", +1),
         _w_table("D0WMASY-grid-40-6-15-3-Wminus_wly_pt25", -1),
     )
@@ -383,7 +426,7 @@ def build_grid(table: Table):  # -> pineappl.grid.Grid
     from pineappl.pids import PidBasis
     from pineappl.subgrid import ImportSubgridV1
 
-    kinematics = bin_kinematics(table.dataset)
+    kinematics = bin_kinematics(table.dataset)[: 1 if table.total else None]
     samples = [[ch.samples(k) for ch in table.channels] for k in kinematics]
     x_min = min(float(min(x1.min(), x2.min())) for row in samples for x1, x2, _ in row)
     xgrid = XGrid.covering(x_min)

@@ -19,6 +19,8 @@ TABLES = (
     "DYE866R_P",
     "DYE866P",
     "CDFZRAP_NEW-CDF_ZRAP_MCgrid_500M_last_two_bins_combined",
+    "D0ZRAP-D0_ZRAP_MCgrid_500M",
+    "D0ZRAP-D0_ZNORM_MCgrid_500M",
     "D0WMASY-grid-40-6-15-3-Wplus_wly_pt25",
     "D0WMASY-grid-40-6-15-3-Wminus_wly_pt25",
 )
@@ -77,6 +79,24 @@ def test_each_grid_has_one_bin_per_data_point(table, monkeypatch):
 
     grid = Grid.read(str(GRIDS / f"{table}.pineappl.lz4"))
     dataset = build_hadronic.TABLES[table].dataset
-    assert grid.bins() == commondata_files(dataset, None).ndata
+    points = 1 if build_hadronic.TABLES[table].total else commondata_files(dataset, None).ndata
+    assert grid.bins() == points
     assert table in {t for operand in commondata_files(dataset, None).fk_tables for t in operand}
     assert np.all(np.asarray(grid.bin_normalizations()) == 1.0)
+
+
+def test_tables_at_the_same_scales_share_an_eko(monkeypatch):
+    """tools/evolve_hadronic.py computes one EKO per set of scales (pineko's x grid is always
+    its 50 points): the E866 ratio's two tables share one, the three Z tables one at M_Z, the
+    W tables one at M_W (what is cheap to test without eko)."""
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import evolve_hadronic
+
+    layouts = {t: evolve_hadronic.grid_layout(GRIDS / f"{t}.pineappl.lz4") for t in TABLES}
+    scales = {t: mu2 for t, (_, mu2) in layouts.items()}
+    assert scales["DYE866R_D"] == scales["DYE866R_P"]
+    assert scales[TABLES[3]] == scales[TABLES[4]] == scales[TABLES[5]] == (91.1876**2,)
+    assert scales[TABLES[6]] == scales[TABLES[7]] == (80.398**2,)
+    assert len(set(scales.values())) == 4
+    x, mu2 = layouts["DYE866P"]
+    assert x[-1] == 1.0 and len(mu2) == 13
