@@ -108,10 +108,11 @@ def evolve(grid_path: Path, eko_path: Path, out: Path, theory: dict) -> None:
 
 
 class _Toy:
-    """The toy PDF as ekobox.apply wants it (an LHAPDF-like object)."""
+    """The toy PDF as ekobox.apply wants it (an LHAPDF-like object), without bottom at Q0:
+    pineko optimises the FK tables for Nf4Ind, which drops the b and t of the PDF at Q0."""
 
     def xfxQ2(self, pid: int, x: float, q2: float) -> float:  # noqa: N802 (LHAPDF's name)
-        return build_hadronic.toy_xfx(pid, x, q2)
+        return build_hadronic.toy_xfx(pid, x, q2) if abs(pid) < 5 else 0.0
 
     def hasFlavor(self, pid: int) -> bool:  # noqa: N802
         return pid in (*range(-6, 7), 21, 22)
