@@ -101,6 +101,8 @@ def test_the_wheel_holds_every_file_of_the_package_and_nothing_else(built):
     assert {n for n in names if not n.startswith("hyperscan-")} == _package_files()
     assert any(n.startswith("hyperscan/data/dis/") and n.endswith(".npz") for n in names)
     assert "hyperscan/data/dis/NOTICE.md" in names
+    assert "hyperscan/data/hadronic/NOTICE.md" in names
+    assert "hyperscan/data/hadronic/grids/DYE866P.pineappl.lz4" in names
 
 
 def test_the_wheel_carries_the_licence(built):

@@ -1,0 +1,229 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Evolve the shipped LO hadronic grids into FK tables with eko + pineko (the `theory` extra).
+
+    python tools/evolve_hadronic.py [TABLE ...] --out DIR
+
+TABLE: grids of hyperscan/data/hadronic/grids (default: all; see tools/build_hadronic.py).
+Theory 99000001, the DIS tables' card (hyperscan/data/dis/theory_99000001.yaml, completed as
+tools/build_fk.py completes it): NLO evolution from Q0 = 1.65 GeV, so that one PDF serves the
+DIS and the hadronic tables; the partonic cross sections stay LO. Per group of grids with the
+same scales (the E866 ratio's two tables, the Z tables at M_Z, the W tables) one EKO:
+``pineko.evolve.write_operator_card_from_file`` (pineko's 50-point x grid, as the DIS tables';
+pineko interpolates the EKO's output to the grid's nodes; mu = the grid's scales) ->
+``eko.runner.managed.solve`` -> ``pineko.evolve.evolve_grid`` (max_as = 2, max_al = 0, Nf4Ind).
+
+Then it checks each FK table: its convolution with the toy PDF at Q0 equals the grid's with the
+same PDF evolved to the grid's scales and nodes by the same EKO (``ekobox.apply``), which tests
+pineko's contraction (1e-10), not eko's accuracy. ``--accuracy`` measures that too: the FK
+table at Q0 against the grid with the toy evolved by a second EKO computed on the grid's own x
+nodes (reported, not judged). Writes ``DIR/<TABLE>.pineappl.lz4`` and prints the wall time of
+each stage. Run it niced and single-threaded: NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+TOOLS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TOOLS))
+
+import build_fk  # noqa: E402  (tools/ is not a package)
+import build_hadronic  # noqa: E402
+
+ROOT = TOOLS.parent
+THEORY_DIR = ROOT / "hyperscan" / "data" / "dis"  # theory_99000001.yaml, the DIS tables' card
+TOLERANCE = 1e-10
+
+
+def grid_layout(path: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(x nodes, mu^2 values) of a grid: grids with the same mu^2 share an EKO."""
+    from pineappl.grid import Grid
+
+    info = Grid.read(str(path)).evolve_info(np.array([True]))
+    return tuple(np.asarray(info.x1).tolist()), tuple(np.asarray(info.fac1).tolist())
+
+
+def operator_card(grid: Path, card_path: Path, theory: dict) -> dict:
+    """pineko's operator card for ``grid``, checked: pineko's 50-point x grid (the DIS tables',
+    which pineko then interpolates to the grid's nodes), the grid's scales, the theory's Q0."""
+    import pineko.evolve
+
+    pineko.evolve.write_operator_card_from_file(grid, card_path, copy.deepcopy(theory))
+    card = yaml.safe_load(card_path.read_text(encoding="utf-8"))
+    card["configs"]["n_integration_cores"] = 1
+    _, mu2 = grid_layout(grid)
+    if not np.allclose(card["xgrid"], build_fk.PINEKO_XGRID, rtol=1e-14, atol=0):
+        raise RuntimeError(f"{grid.name}: pineko's x grid is not its 50-point grid")
+    mu = sorted(m for m, _ in card["mugrid"])
+    if not np.allclose(mu, np.sqrt(sorted(mu2)), rtol=1e-12):
+        raise RuntimeError(f"{grid.name}: pineko's scales {mu} are not the grid's")
+    if card["init"] != [theory["Q0"], theory["nf0"]]:
+        raise RuntimeError(f"{grid.name}: pineko's init {card['init']} is not the theory's")
+    card_path.write_text(yaml.safe_dump(card), encoding="utf-8")
+    return card
+
+
+def solve_eko(theory: dict, card: dict, path: Path) -> None:
+    import eko
+    import eko.io.runcards
+    import eko.runner.managed
+
+    # as pineko's `theory.eko` and tools/build_fk.py: eko still reads these deprecated keys
+    eko_theory = dict(copy.deepcopy(theory), Qedref=theory["Qref"])
+    eko_theory["MaxNfAs"] = theory["MaxNfPdf"]
+    legacy = eko.io.runcards.Legacy(eko_theory, card)
+    eko.runner.managed.solve(legacy.new_theory, eko.io.runcards.OperatorCard.from_dict(card), path)
+    del eko
+
+
+def evolve(grid_path: Path, eko_path: Path, out: Path, theory: dict) -> None:
+    import eko
+    import pineappl
+    import pineko.evolve
+
+    grid = pineappl.grid.Grid.read(str(grid_path))
+    partial = out.with_name(f".partial.{out.name}")
+    with eko.EKO.edit(eko_path) as operator:
+        pineko.evolve.evolve_grid(
+            grid,
+            [operator],
+            str(partial),
+            build_fk.MAX_AS,
+            build_fk.MAX_AL,
+            xir=1.0,
+            xif=1.0,
+            xia=1.0,
+            theory_meta=copy.deepcopy(theory),
+            assumptions=build_fk.ASSUMPTIONS,
+            grid_path=grid_path,
+        )
+    partial.replace(out)  # no half-written FK table under the final name
+
+
+class _Toy:
+    """The toy PDF as ekobox.apply wants it (an LHAPDF-like object), without bottom at Q0:
+    pineko optimises the FK tables for Nf4Ind, which drops the b and t of the PDF at Q0."""
+
+    def xfxQ2(self, pid: int, x: float, q2: float) -> float:  # noqa: N802 (LHAPDF's name)
+        return build_hadronic.toy_xfx(pid, x, q2) if abs(pid) < 5 else 0.0
+
+    def hasFlavor(self, pid: int) -> bool:  # noqa: N802
+        return pid in (*range(-6, 7), 21, 22)
+
+
+def grid_with_evolved_toy(grid_path: Path, eko_path: Path) -> np.ndarray:
+    """The grid convolved with the toy PDF evolved from Q0 to the grid's scales by the EKO at
+    ``eko_path``, interpolated by eko to the grid's nodes where its x grid is another."""
+    import eko
+    import pineappl
+    from ekobox import apply
+
+    grid = pineappl.grid.Grid.read(str(grid_path))
+    nodes = np.asarray(grid_layout(grid_path)[0])
+    with eko.EKO.read(eko_path) as operator:
+        same = np.array_equal(np.asarray(operator.xgrid.raw), nodes)
+        evolved, _ = apply.apply_pdf(operator, _Toy(), targetgrid=None if same else nodes)
+    table: dict[tuple[int, float], list[tuple[float, float]]] = {}
+    for (mu2, _nf), pdfs in evolved.items():
+        for pid, values in pdfs.items():
+            for x, value in zip(nodes, values, strict=True):
+                table.setdefault((int(pid), float(x)), []).append((float(mu2), float(x * value)))
+
+    def xfx(pid: int, x: float, q2: float) -> float:
+        # the EKO's mu^2 went through sqrt and back in the operator card
+        found = [v for mu2, v in table.get((pid, x), []) if abs(mu2 / q2 - 1) < 1e-9]
+        if len(found) != 1 and (pid, x) in table:
+            raise RuntimeError(f"no single evolved value at pid {pid}, x {x}, mu^2 {q2}")
+        return found[0] if found else 0.0
+
+    return np.asarray(
+        grid.convolve(pdg_convs=grid.convolutions, xfxs=[xfx, xfx], alphas=lambda q2: 0.118)
+    )
+
+
+def fk_with_toy(fk_path: Path) -> np.ndarray:
+    """The FK table convolved with the toy PDF at Q0."""
+    import pineappl
+
+    fk = pineappl.fk_table.FkTable.read(str(fk_path))
+    toy = _Toy()
+    return np.asarray(fk.convolve(fk.convolutions, [toy.xfxQ2, toy.xfxQ2]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tables", nargs="*", help="default: all shipped grids")
+    parser.add_argument("--out", type=Path, required=True, help="folder for the FK tables")
+    parser.add_argument(
+        "--accuracy",
+        action="store_true",
+        help="also evolve the toy by an EKO on each grid's own nodes and compare (one more EKO "
+        "per group)",
+    )
+    args = parser.parse_args(argv)
+    names = args.tables or list(build_hadronic.TABLES)
+    unknown = [n for n in names if n not in build_hadronic.TABLES]
+    if unknown:
+        print(f"error: unknown table(s) {unknown}", file=sys.stderr)
+        return 2
+    try:
+        theory = build_fk.load_theory(THEORY_DIR)
+        build_fk.import_theory()
+    except build_fk.UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    grids = {n: build_hadronic.SHIPPED / f"{n}.pineappl.lz4" for n in names}
+    # the EKO depends on the scales only: pineko computes it on its own 50-point x grid
+    groups: dict[tuple, list[str]] = {}
+    for name, path in grids.items():
+        groups.setdefault(grid_layout(path)[1], []).append(name)
+    args.out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    worst = 0.0
+    with tempfile.TemporaryDirectory(prefix=".evolve_hadronic-", dir=args.out) as work:
+        work = Path(work)
+        for k, (mu2, members) in enumerate(groups.items()):
+            label = f"{len(mu2)} scales: {', '.join(members)}"
+            eko_path = work / f"eko-{k}.tar"
+            with build_fk.stage(f"eko {label}", timings):
+                card = operator_card(grids[members[0]], work / f"card-{k}.yaml", theory)
+                solve_eko(theory, card, eko_path)
+            for name in members:
+                target = args.out / f"{name}.pineappl.lz4"
+                with build_fk.stage(f"evolve {name}", timings):
+                    evolve(grids[name], eko_path, target, theory)
+                at_q0 = fk_with_toy(target)
+                diff = float(
+                    np.max(np.abs(at_q0 / grid_with_evolved_toy(grids[name], eko_path) - 1))
+                )
+                worst = max(worst, diff)
+                print(f"{name}: FK at Q0 = grid at Q (same EKO) to {diff:.1e}", flush=True)
+            if not args.accuracy:
+                continue
+            # the same toy evolved by an EKO on each grid's own nodes, no interpolation after
+            by_nodes: dict[tuple, list[str]] = {}
+            for name in members:
+                by_nodes.setdefault(grid_layout(grids[name])[0], []).append(name)
+            for j, (x, same_nodes) in enumerate(by_nodes.items()):
+                nodes_path = work / f"eko-{k}-nodes-{j}.tar"
+                with build_fk.stage(f"eko on the nodes of {', '.join(same_nodes)}", timings):
+                    solve_eko(theory, dict(card, xgrid=list(x)), nodes_path)
+                for name in same_nodes:
+                    at_q0 = fk_with_toy(args.out / f"{name}.pineappl.lz4")
+                    on_nodes = grid_with_evolved_toy(grids[name], nodes_path)
+                    accuracy = float(np.max(np.abs(at_q0 / on_nodes - 1)))
+                    print(f"{name}: FK at Q0 vs grid at Q, toy evolved on the grid's nodes: "
+                          f"{accuracy:.1e}", flush=True)  # fmt: skip
+    print(f"max relative difference {worst:.1e} (tolerance {TOLERANCE:g})")
+    return 0 if worst <= TOLERANCE else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
