@@ -65,10 +65,14 @@ def evolve_fit(
         eko = cached_eko(theory, eko_xgrid(fit.xgrid, x_points), cache_dir, progress)
     elif not Path(eko).is_file():
         raise EvolveError(f"EKO {eko} does not exist")
-    info, blocks = evolve(fit, Path(eko))
-    if fit.closure:
-        truth = replace(fit, replicas=(0,), xf=toy_pdf_lha(fit.xgrid)[None])
-        truth_info, truth_blocks = evolve(truth, Path(eko))
-        truth_info["SetDesc"] = f"the toy PDF of closure fit {fit.folder.name}, evolved"
-        write_set(truth, truth_info, truth_blocks, target, f"{name}_truth", central_only=True)
-    return write_set(fit, info, blocks, target, name)
+    if not fit.closure:
+        return write_set(fit, *evolve(fit, Path(eko)), target, name)
+    # The truth rides along as one more replica: the EKO (hundreds of MB) is read once.
+    truth = toy_pdf_lha(fit.xgrid)[None]
+    info, blocks = evolve(replace(fit, xf=np.concatenate([fit.xf, truth])), Path(eko))
+    truth_info = info | {"SetDesc": f"the toy PDF of closure fit {fit.folder.name}, evolved"}
+    truth_blocks = {nf: (mu2, xf[-1:]) for nf, (mu2, xf) in blocks.items()}
+    truth_fit = replace(fit, replicas=(0,), xf=truth)
+    write_set(truth_fit, truth_info, truth_blocks, target, f"{name}_truth", central_only=True)
+    fit_blocks = {nf: (mu2, xf[:-1]) for nf, (mu2, xf) in blocks.items()}
+    return write_set(fit, info, fit_blocks, target, name)
