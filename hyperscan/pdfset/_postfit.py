@@ -27,7 +27,8 @@ from hyperscan.fit import (
 )
 
 from ._errors import EvolveError
-from ._lhapdf import PIDS, member_blocks, member_text, written_aside
+from ._lhapdf import PIDS, member_text, written_aside
+from ._reader import PdfSet, read_set
 
 CHI2_THRESHOLD = 4.0
 ARCLENGTH_THRESHOLD = 4.0
@@ -150,16 +151,6 @@ def read_fitinfo(path: Path, replica: int) -> ReplicaInfo:
         raise EvolveError(f"{path}: not a replica's fit information ({error})") from None
 
 
-def set_members(set_folder: Path) -> dict[int, Path]:
-    """The replica each member file of an LHAPDF set was made from (its FromMCReplica)."""
-    members = {}
-    for path in sorted(set_folder.glob(f"{set_folder.name}_*.dat")):
-        found = re.search(r"^FromMCReplica:\s*(\d+)", path.read_text()[:200], re.MULTILINE)
-        if found:
-            members[int(found.group(1))] = path
-    return members
-
-
 def postfit(
     folder: Path | str,
     replicas: int | None = None,
@@ -185,7 +176,10 @@ def postfit(
             f"no LHAPDF set at {set_folder} ({set_folder.name}.info): evolve the fit first "
             f"(hyperscan evolve {folder}), or name its set with --set"
         )
-    members = set_members(set_folder)
+    pdf_set = read_set(set_folder)
+    if pdf_set.pids != PIDS:
+        raise EvolveError(f"{set_folder}: flavours {pdf_set.pids}, not {PIDS}")
+    members = {replica: m for m, replica in enumerate(pdf_set.replicas) if replica is not None}
     status = {
         int(m["replica"]): m["status"]
         for m in json.loads((folder / RESULTS_FILE).read_text())["members"]
@@ -222,7 +216,7 @@ def postfit(
         for k, replica in enumerate(selected, start=1):
             source = Path("..", "nnfit", f"replica_{replica}")
             os.symlink(source, staging / f"replica_{k}", target_is_directory=True)
-        _write_selected_set(set_folder, [members[r] for r in selected], staging / set_folder.name)
+        _write_selected_set(pdf_set, [members[r] for r in selected], staging / set_folder.name)
     return PostfitResult(
         replicas=tuple(info.replica for info in judged),
         vetoes=masks,
@@ -232,24 +226,15 @@ def postfit(
     )
 
 
-def _write_selected_set(source: Path, member_files: list[Path], target: Path) -> None:
-    """The selected members renumbered 1…N, and member 0 recomputed as their mean."""
+def _write_selected_set(pdf_set: PdfSet, members: list[int], target: Path) -> None:
+    """The selected members renumbered 1…N, as evolved, and member 0 recomputed as their mean."""
     target.mkdir()
+    source = pdf_set.folder
     info = (source / f"{source.name}.info").read_text()
-    info = re.sub(r"^NumMembers:.*$", f"NumMembers: {len(member_files) + 1}", info, flags=re.M)
+    info = re.sub(r"^NumMembers:.*$", f"NumMembers: {len(members) + 1}", info, flags=re.M)
     (target / f"{target.name}.info").write_text(info)
-    texts = [path.read_text() for path in member_files]
-    blocks = [member_blocks(text) for text in texts]
-    for parsed, path in zip(blocks, member_files, strict=True):
-        if any(
-            b[2] != PIDS or not (np.array_equal(b[0], a[0]) and np.array_equal(b[1], a[1]))
-            for a, b in zip(blocks[0], parsed, strict=False)
-        ) or len(parsed) != len(blocks[0]):
-            raise EvolveError(f"{path}: its grids differ from the set's other members")
-    mean = [
-        (x, q**2, np.mean([member[i][3] for member in blocks], axis=0))
-        for i, (x, q, _, _) in enumerate(blocks[0])
-    ]
+    mean = [(pdf_set.x, q**2, values[members].mean(axis=0)) for q, values in pdf_set.blocks]
     (target / f"{target.name}_0000.dat").write_text(member_text("PdfType: central\n", mean))
-    for k, text in enumerate(texts, start=1):
+    for k, m in enumerate(members, start=1):
+        text = (source / f"{source.name}_{m:04d}.dat").read_text()
         (target / f"{target.name}_{k:04d}.dat").write_text(text)
