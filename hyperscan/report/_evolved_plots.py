@@ -19,7 +19,7 @@ from matplotlib.ticker import NullFormatter
 
 from hyperscan.fit import OK
 from hyperscan.pdfset import EvolveError, read_set
-from hyperscan.report._style import BAND, TRUTH, new_figure
+from hyperscan.report._style import BAND, PARTON_LABELS, TRUTH, new_figure
 
 #: Where the evolved PDFs are drawn (GeV): the electroweak scale, where NNPDF shows them.
 PLOT_Q = 100.0
@@ -36,17 +36,6 @@ EVOLVED_FLAVOURS = {
     "c": 4,
     "b": 5,
     "g": 21,
-}
-_LABELS = {
-    "u": "$u$",
-    "ubar": r"$\bar u$",
-    "d": "$d$",
-    "dbar": r"$\bar d$",
-    "s": "$s$",
-    "sbar": r"$\bar s$",
-    "c": "$c$",
-    "b": "$b$",
-    "g": "$g$",
 }
 
 
@@ -112,7 +101,7 @@ def evolved_figure(evolved: EvolvedPdfs, title: str) -> Figure:
             ax.plot(evolved.x, evolved.truth[:, k], color=TRUTH, lw=1.3, ls="--", label="truth")
         ax.axhline(0.0, color="0.3", lw=0.6, zorder=0)
         _log_x(ax, evolved.x)
-        ax.set_title(_LABELS[name])
+        ax.set_title(PARTON_LABELS[name])
         if k % 3 == 0:
             ax.set_ylabel(f"$x f(x, Q = {PLOT_Q:g}$ GeV$)$")
         if k >= 6:
@@ -139,7 +128,7 @@ def truth_ratio_figure(evolved: EvolvedPdfs, title: str) -> Figure:
         _log_x(ax, evolved.x)
         ax.set_xlim(evolved.x.min(), RATIO_X_MAX)
         ax.set_ylim(0.5, 1.5)
-        ax.set_title(_LABELS[name])
+        ax.set_title(PARTON_LABELS[name])
         if k % 3 == 0:
             ax.set_ylabel("ratio to the truth")
         if k >= 6:

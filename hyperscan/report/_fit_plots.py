@@ -51,7 +51,16 @@ from hyperscan.report._evolved_plots import (
     load_evolved,
     truth_ratio_figure,
 )
-from hyperscan.report._style import BAND, HELD_OUT, TRUTH, new_figure, png_bytes, style, wants_log
+from hyperscan.report._style import (
+    BAND,
+    HELD_OUT,
+    PARTON_LABELS,
+    TRUTH,
+    new_figure,
+    png_bytes,
+    style,
+    wants_log,
+)
 
 __all__ = [
     "EVOLUTION",
@@ -72,21 +81,15 @@ PHYSICAL = "physical"
 #: Physical flavours plotted (c = cbar at Q0 in the fitted basis, so cbar is not repeated).
 PHYSICAL_PLOTTED = ("u", "ubar", "d", "dbar", "s", "sbar", "c", "g")
 _LABELS = {
+    **PARTON_LABELS,
     "Sigma": r"$\Sigma$",
-    "g": "$g$",
     "V": "$V$",
     "V3": "$V_3$",
     "V8": "$V_8$",
     "T3": "$T_3$",
     "T8": "$T_8$",
     "T15": "$T_{15}$",
-    "u": "$u$",
-    "ubar": r"$\bar u$",
-    "d": "$d$",
-    "dbar": r"$\bar d$",
-    "s": "$s$",
-    "sbar": r"$\bar s$",
-    "c": "$c = \\bar c$",
+    "c": "$c = \\bar c$",  # at Q0, in the fitted basis
 }
 _CATEGORIES = ("training", "validation", "held-out")
 _X_AXIS = "$x$"

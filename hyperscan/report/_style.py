@@ -33,6 +33,18 @@ STATE_ORDER = ("complete", "pruned", "trashed", "fail", "running", "waiting")
 BAND = "#1f77b4"  # the fit's 68% band and median
 TRUTH = "#111111"  # the closure truth
 HELD_OUT = "#9467bd"  # members of a k-fold fit whose fold held the dataset out
+#: The partons' labels in every PDF figure.
+PARTON_LABELS = {
+    "u": "$u$",
+    "ubar": r"$\bar u$",
+    "d": "$d$",
+    "dbar": r"$\bar d$",
+    "s": "$s$",
+    "sbar": r"$\bar s$",
+    "c": "$c$",
+    "b": "$b$",
+    "g": "$g$",
+}
 
 _RC = {
     "font.size": 9.5,
