@@ -30,14 +30,22 @@ from ._from_runcard import (
     untrained_members,
 )
 from ._problem import Dataset, PositivitySet, Problem
-from ._real import REAL_DATASETS, load_real_dataset, real_problem
+from ._real import (
+    DIS_DATASETS,
+    HADRONIC_DATASETS,
+    REAL_DATASETS,
+    load_real_dataset,
+    real_problem,
+)
 from ._replicas import replica_data, training_mask
 from ._tables import FkTable, combine, on_grid
 
 __all__ = [
     "CLOSURE_SIZES",
+    "DIS_DATASETS",
     "FIT_BASIS",
     "FK_BASIS",
+    "HADRONIC_DATASETS",
     "LHA_BASIS",
     "PHYSICAL_FLAVOURS",
     "REAL_DATASETS",

@@ -1,12 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Real DIS data: NLO FK tables and NNPDF 4.1.5 commondata shipped in ``hyperscan/data/dis``.
+"""Real data: FK tables and NNPDF 4.1.5 commondata shipped in ``hyperscan/data/dis`` (NLO DIS)
+and ``hyperscan/data/hadronic`` (LO Drell–Yan, W and Z: docs/hadronic.md).
 
-Each ``<DATASET>.npz`` holds the FK table (n3fit convention, acting on x*f at Q0 = 1.65 GeV,
+Each DIS ``<DATASET>.npz`` holds the FK table (n3fit convention, acting on x*f at Q0 = 1.65 GeV,
 only its non-zero flavour rows), the x grid, the kinematics (x, Q2, y) and the experimental
 data of one variant: central values, statistical errors and the systematics with their
 treatment (ADD/MULT) and type (UNCORR, CORR, or a *name* shared across datasets). The FK tables
 come from the real-data kit, the data from nnpdf-data (``tools/ship_real_data.py``); see
-``dis/NOTICE.md`` for the licence (GPL-3) and attribution. Another variant of a shipped dataset
+``dis/NOTICE.md`` for the licence (GPL-3) and attribution. A hadronic file holds the same data
+arrays, the names of its kinematics, and its operation with one table per operand (``fk_k``
+on its non-zero flavour pairs ``pairs_k`` and x grid ``xgrid_k``), as ``_theory.py`` converts
+them from PineAPPL (``tools/evolve_hadronic.py --ship``). Another variant of a shipped dataset
 (same FK table, other data or uncertainties) is read from an installed nnpdf-data
 (``_commondata.py``, cached); without it only the shipped variant loads.
 
@@ -27,6 +31,8 @@ import numpy as np
 
 from hyperscan.runcard import DEFAULT_Q2MIN, DEFAULT_W2MIN
 from hyperscan.runcard.real_datasets import (
+    DIS_DATASETS,
+    HADRONIC_DATASETS,
     REAL_DATASETS,
     RealDataError,
     check_real_dataset,
@@ -38,22 +44,23 @@ from ._commondata import CommonData, read_commondata
 from ._cuts import default_cut_mask
 from ._flavours import FK_BASIS
 from ._problem import UNCORRELATED_FLOOR, Dataset, Problem
-from ._tables import FkTable, combine
+from ._tables import FkTable, Operation, combine, operation
 from ._theory import find_theory, theory_dataset, theory_positivity
 
-#: Folder of the shipped tables.
+#: Folder of the shipped DIS tables.
 REAL_DATA_DIR = Path(__file__).resolve().parent / "dis"
+#: Folder of the shipped hadronic tables (LO partonic cross sections, docs/hadronic.md).
+HADRONIC_DATA_DIR = Path(__file__).resolve().parent / "hadronic"
 #: The theory of the shipped tables (NOTICE.md, SHIPPED_THEORY_ID): x·f at Q0 = 1.65 GeV.
 SHIPPED_Q0 = 1.65
 SHIPPED_THEORY_CARD = REAL_DATA_DIR / "theory_99000001.yaml"
+#: The card's perturbative order (NLO): the cut rules of NNLO and beyond do not apply.
+SHIPPED_PTO = 1
 
 _DIAGONAL_TYPES = ("UNCORR", "THEORYUNCORR")
 _INTRA_TYPES = ("CORR", "THEORYCORR")
 _SKIP_TYPES = ("SKIP",)
-_REQUIRED = (
-    "fk",
-    "fk_flavours",
-    "xgrid",
+_REQUIRED_DATA = (
     "kinematics",
     "central",
     "stat",
@@ -63,6 +70,8 @@ _REQUIRED = (
     "process_type",
     "variant",
 )
+_DIS = ("fk", "fk_flavours", "xgrid")
+_HADRONIC = ("operation", "kinematics_names")  # and fk_k, pairs_k, xgrid_k per operand k
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,6 +148,11 @@ def _corrupt(path: Path, why: str) -> RealDataError:
     return RealDataError(f"corrupt FK file {path}: {why}")
 
 
+def shipped_folder(name: str) -> Path:
+    """The folder of a shipped dataset's arrays: ``dis/`` or ``hadronic/``."""
+    return HADRONIC_DATA_DIR if name in HADRONIC_DATASETS else REAL_DATA_DIR
+
+
 def load_real_dataset(
     name: str, variant: str | None = None, data_dir: Path | str | None = None
 ) -> RealDataset:
@@ -147,12 +161,12 @@ def load_real_dataset(
     A variant other than the shipped one takes its data from nnpdf-data (needs the extra).
     """
     check_real_dataset(name, variant)
-    folder = REAL_DATA_DIR if data_dir is None else Path(data_dir)
+    folder = shipped_folder(name) if data_dir is None else Path(data_dir)
     path = folder / f"{name}.npz"
     if not path.is_file():
         raise RealDataError(
             f"FK file of {name} is missing: {path} (reinstall hyperscan, or rebuild the folder "
-            "with tools/ship_real_data.py)"
+            "with tools/ship_real_data.py or tools/evolve_hadronic.py --ship)"
         )
     shipped = _read(path, name, REAL_DATASETS[name])
     if variant == shipped.variant:
@@ -176,10 +190,17 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
             if file.read(4) != b"PK\x03\x04":
                 raise _corrupt(path, "it is not an .npz archive")
         with np.load(path, allow_pickle=False) as z:
-            missing = [k for k in _REQUIRED if k not in z.files]
+            hadronic = "operation" in z.files
+            required = _REQUIRED_DATA + (_HADRONIC if hadronic else _DIS)
+            missing = [k for k in required if k not in z.files]
             if missing:
                 raise _corrupt(path, f"missing arrays {missing}")
-            a = {k: z[k] for k in _REQUIRED}
+            a = {k: z[k] for k in required}
+            if hadronic:
+                op = _shipped_operation(path, a["operation"])
+                tables = tuple(_hadronic_table(path, z, k) for k in range(op.arity))
+            else:
+                op, tables = operation("NULL"), (_dis_table(path, a),)
     except RealDataError:
         raise
     except PermissionError as err:
@@ -189,44 +210,81 @@ def _read(path: Path, name: str, variant: str | None) -> RealDataset:
     stored = str(a["variant"]) or None
     if stored != variant:
         raise _corrupt(path, f"it holds {variant_text(stored)}, expected {variant_text(variant)}")
-    rows = a["fk_flavours"]
-    n, n_x = a["fk"].shape[0], a["xgrid"].shape[0]
-    if (
-        a["fk"].ndim != 3
-        or a["fk"].shape[1:] != (rows.shape[0], n_x)
-        or np.any(rows < 0)
-        or np.any(rows >= len(FK_BASIS))
-    ):
-        raise _corrupt(path, f"fk of shape {a['fk'].shape} does not match its flavours/x grid")
+    n = max(t.n_data for t in tables)  # a one-point denominator divides every point
     for key in ("central", "stat"):
         if a[key].shape != (n,):
             raise _corrupt(path, f"{key} has shape {a[key].shape}, expected ({n},)")
+    if any(t.n_data not in (n, 1) for t in tables):
+        raise _corrupt(path, f"its tables have {[t.n_data for t in tables]} points")
     n_sys = a["sys_type"].shape[0]
     if a["sys"].shape != (n, n_sys) or a["sys_treatment"].shape != (n_sys,):
         raise _corrupt(path, "systematics arrays have inconsistent shapes")
     if a["kinematics"].shape != (n, 3):
         raise _corrupt(path, f"kinematics has shape {a['kinematics'].shape}, expected ({n}, 3)")
-    for key in ("fk", "xgrid", "central", "stat", "sys"):
+    for key in ("central", "stat", "sys"):
         if not np.all(np.isfinite(a[key])):
             raise _corrupt(path, f"{key} has non-finite entries")
-    x, q2 = a["kinematics"][:, 0], a["kinematics"][:, 1]  # the cuts' inputs (y may be NaN)
-    if not np.all((x > 0) & (x < 1) & (q2 > 0)):
-        raise _corrupt(path, "kinematics outside 0 < x < 1, Q2 > 0")
-    fk = np.zeros((n, len(FK_BASIS), n_x))
-    fk[:, rows] = a["fk"]
+    names = ("x", "Q2", "y")
+    if hadronic:
+        names = tuple(str(k) for k in a["kinematics_names"])
+        if len(names) != 3:
+            raise _corrupt(path, f"kinematics_names {names} do not name 3 columns")
+    else:
+        x, q2 = a["kinematics"][:, 0], a["kinematics"][:, 1]  # the cuts' inputs (y may be NaN)
+        if not np.all((x > 0) & (x < 1) & (q2 > 0)):
+            raise _corrupt(path, "kinematics outside 0 < x < 1, Q2 > 0")
     return RealDataset(
         name=name,
         variant=variant,
         process=str(a["process_type"]),
-        tables=(FkTable(fk, np.asarray(a["xgrid"], dtype=np.float64)),),
-        operation="NULL",
+        tables=tables,
+        operation=op.name,
         kinematics=np.asarray(a["kinematics"], dtype=np.float64),
         central=np.asarray(a["central"], dtype=np.float64),
         stat=np.asarray(a["stat"], dtype=np.float64),
         sys=np.asarray(a["sys"], dtype=np.float64),
         sys_treatment=tuple(str(t) for t in a["sys_treatment"]),
         sys_type=tuple(str(t) for t in a["sys_type"]),
+        kinematics_names=names,
     )
+
+
+def _dis_table(path: Path, a: Mapping[str, np.ndarray]) -> FkTable:
+    """A DIS file's table: its non-zero flavour rows put back into FK_BASIS."""
+    rows, fk = a["fk_flavours"], a["fk"]
+    n_x = a["xgrid"].shape[0]
+    if fk.ndim != 3 or fk.shape[1:] != (rows.shape[0], n_x) or np.any(rows < 0):
+        raise _corrupt(path, f"fk of shape {fk.shape} does not match its flavours/x grid")
+    if np.any(rows >= len(FK_BASIS)):
+        raise _corrupt(path, f"fk_flavours {rows.tolist()} are not FK_BASIS rows")
+    full = np.zeros((fk.shape[0], len(FK_BASIS), n_x))
+    full[:, rows] = fk
+    return _table(path, full, a["xgrid"])
+
+
+def _hadronic_table(path: Path, z: Mapping[str, np.ndarray], k: int) -> FkTable:
+    """Operand ``k`` of a hadronic file: ``fk_k`` (n, P, n_x, n_x) on ``xgrid_k``, flavour pairs
+    ``pairs_k``, as the converted theory-folder table (``_theory.py``)."""
+    keys = [f"{what}_{k}" for what in ("fk", "pairs", "xgrid")]
+    missing = [key for key in keys if key not in z]
+    if missing:
+        raise _corrupt(path, f"missing arrays {missing}")
+    fk, pairs, xgrid = (z[key] for key in keys)
+    return _table(path, fk, xgrid, pairs)
+
+
+def _table(path: Path, fk: np.ndarray, xgrid: np.ndarray, pairs: np.ndarray | None = None):
+    try:
+        return FkTable(fk, np.asarray(xgrid, dtype=np.float64), pairs)
+    except ValueError as err:
+        raise _corrupt(path, str(err)) from None
+
+
+def _shipped_operation(path: Path, value: np.ndarray) -> Operation:
+    try:
+        return operation(str(value))
+    except ValueError as err:
+        raise _corrupt(path, str(err)) from None
 
 
 def _systematics(data: RealDataset, mask: np.ndarray, t0: np.ndarray | None) -> np.ndarray:
@@ -306,11 +364,11 @@ def real_problem(
     theory: Path | str | None = None,
     positivity: Sequence[str] = (),
 ) -> Problem:
-    """Problem of real datasets, cuts applied: the shipped DIS sets, or with ``theory`` (a
-    theory folder, ``_theory.py``) any dataset of nnpdf-data whose tables it holds.
+    """Problem of real datasets, cuts applied: shipped sets, or with ``theory`` (a theory
+    folder, ``_theory.py``) any dataset of nnpdf-data whose tables it holds.
 
-    datasets: names, or ``{"dataset": NAME, "variant": VARIANT}`` mappings (None: all shipped
-    sets with their variants). t0: MULT systematics rescaled by the toy-PDF predictions
+    datasets: names, or ``{"dataset": NAME, "variant": VARIANT}`` mappings (None: the shipped
+    DIS sets with their variants). t0: MULT systematics rescaled by the toy-PDF predictions
     (t0 covariance); False: the experimental covariance. closure_level None fits the measured
     data (``truth`` None); 0 or 1 replaces them by toy-PDF predictions (+ one fluctuation drawn
     from the covariance with ``np.random.default_rng(closure_seed)`` at level 1), truth = toy.
@@ -318,7 +376,7 @@ def real_problem(
     holds; none by default (as in the n3fit peer runcards).
     """
     if datasets is None:
-        datasets = [{"dataset": k, "variant": v} for k, v in REAL_DATASETS.items()]
+        datasets = [{"dataset": k, "variant": v} for k, v in DIS_DATASETS.items()]
     specs: list[tuple[str, str | None]] = []
     for d in datasets:
         if isinstance(d, str):
@@ -329,7 +387,7 @@ def real_problem(
         raise ValueError("real_problem needs at least one dataset")
     if closure_level not in (None, 0, 1):
         raise ValueError(f"closure level must be 0 or 1, got {closure_level!r}")
-    pto, positivity_sets = 2, ()
+    pto, positivity_sets = SHIPPED_PTO, ()
     if positivity and theory is None:
         raise ValueError("positivity sets are read from a theory folder: give one")
     if theory is not None:

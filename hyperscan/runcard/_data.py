@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BeforeValidator, Discriminator, Field, Tag, model_validator
 
 from ._base import (
     MAX_LEVEL1_FITS,
@@ -125,9 +125,24 @@ class RealDatasetEntry(_Section):
 
 
 def _all_real_datasets() -> tuple[RealDatasetEntry, ...]:
-    from hyperscan.runcard.real_datasets import REAL_DATASETS
+    from hyperscan.runcard.real_datasets import DIS_DATASETS
 
-    return tuple(RealDatasetEntry(dataset=k, variant=v) for k, v in REAL_DATASETS.items())
+    return tuple(RealDatasetEntry(dataset=k, variant=v) for k, v in DIS_DATASETS.items())
+
+
+def _preset(value: Any) -> Any:
+    """A preset's name stands for its shipped datasets, each in its shipped variant; a runcard
+    dumped after validation lists them, so it does not depend on what a preset holds later."""
+    if not isinstance(value, str):
+        return value
+    from hyperscan.runcard.real_datasets import PRESETS, REAL_DATASETS
+
+    if value not in PRESETS:
+        raise rule_error(
+            f"unknown preset {value!r}; expected one of {', '.join(map(repr, PRESETS))} or a "
+            "list of {dataset, variant}"
+        )
+    return tuple({"dataset": n, "variant": REAL_DATASETS[n]} for n in PRESETS[value])
 
 
 def _unique_real(values: tuple[RealDatasetEntry, ...]) -> tuple[RealDatasetEntry, ...]:
@@ -136,13 +151,21 @@ def _unique_real(values: tuple[RealDatasetEntry, ...]) -> tuple[RealDatasetEntry
 
 
 class RealSection(_Section):
-    """Real DIS data shipped with hyperscan (NLO FK tables, NNPDF 4.1.5 commondata)."""
+    """Real data shipped with hyperscan (FK tables of theory 99000001, NNPDF 4.1.5 commondata)."""
 
     datasets: Annotated[
-        tuple[RealDatasetEntry, ...], Field(min_length=1), AfterValidator(_unique_real)
+        tuple[RealDatasetEntry, ...],
+        Field(min_length=1),
+        AfterValidator(_unique_real),
+        BeforeValidator(
+            _preset,
+            json_schema_input_type=Literal["dis", "dis+hadronic"]
+            | Annotated[list[RealDatasetEntry], Field(min_length=1)],
+        ),
     ] = Field(default_factory=_all_real_datasets)
-    """The datasets to fit, as `[{dataset: NAME, variant: VARIANT}]`; all 7 shipped DIS sets by
-    default."""
+    """The datasets to fit, as `[{dataset: NAME, variant: VARIANT}]`, or a preset: `dis` (the 7
+    shipped NLO DIS sets, the default) or `dis+hadronic` (those and the 5 shipped hadronic sets,
+    LO partonic cross sections: E866 pd/pp and pp, CDF and D0 Z rapidity, D0 W asymmetry)."""
     theory: Str | None = None
     """A theory folder as NNPDF's share folder lays it out (`theory_<ID>/fastkernel/<FK
     table>.pineappl.lz4`; this folder or the one holding it): `datasets` may then name any
@@ -194,8 +217,8 @@ class DataSection(_Section):
     `closure` and `real` is given; writing `real` alone clears it.
     """
     real: RealSection | None = None
-    """Instead of `closure`: the shipped real DIS data (NLO FK tables, NNPDF 4.1.5 commondata); `{}`
-    = all 7 sets.
+    """Instead of `closure`: the shipped real data (FK tables of theory 99000001, NNPDF 4.1.5
+    commondata); `{}` = the 7 NLO DIS sets, `{datasets: dis+hadronic}` adds the 5 LO hadronic ones.
     """
     datasets: Datasets = "all"
     """`all`, or a list of the dataset names to fit."""

@@ -1,16 +1,16 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Which real DIS datasets (and variants) hyperscan can load, in plain Python.
+"""Which real datasets (and variants) hyperscan can load, in plain Python.
 
 It lives in the runcard layer, the lowest, so that the schema can check dataset names and
 variants without importing numpy; the data layer, which loads the datasets it names, uses it
 as a public module of this package.
 
-Each dataset ships with one commondata variant (``REAL_DATASETS``). With the optional
-``nnpdf-data`` package installed (``INSTALL_HINT``) any other variant of a
-shipped dataset is accepted too, as long as it keeps the FK tables: the FK table depends on the
-observable, a variant only swaps central values and uncertainties. This module finds a variant's
-files from the set's ``metadata.yaml`` (nnpdf-data's layout, variants applied as validphys does);
-``hyperscan.data._commondata`` reads them.
+Each dataset ships with one commondata variant (``REAL_DATASETS``: the NLO DIS sets and the LO
+hadronic ones). With the optional ``nnpdf-data`` package installed (``INSTALL_HINT``) any other
+variant of a shipped dataset is accepted too, as long as it keeps the FK tables: the FK table
+depends on the observable, a variant only swaps central values and uncertainties. This module
+finds a variant's files from the set's ``metadata.yaml`` (nnpdf-data's layout, variants applied
+as validphys does); ``hyperscan.data._commondata`` reads them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from typing import Any
 
 import yaml
 
-#: Shipped datasets -> the variant shipped (None: the commondata default). One variant each.
-REAL_DATASETS: dict[str, str | None] = {
+#: Shipped NLO DIS datasets -> the variant shipped (None: the commondata default). One variant
+#: each; ``data.real: {}`` fits these.
+DIS_DATASETS: dict[str, str | None] = {
     "BCDMS_NC_NOTFIXED_P_EM-F2-HEPDATA": "rzero",
     "HERA_CC_318GEV_EM-SIGMARED": None,
     "HERA_CC_318GEV_EP-SIGMARED": None,
@@ -35,6 +36,22 @@ REAL_DATASETS: dict[str, str | None] = {
     "HERA_NC_251GEV_EP-SIGMARED": None,
     "HERA_NC_318GEV_EM-SIGMARED": None,
     "NMC_NC_NOTFIXED_P_EM-F2-HEPDATA": None,
+}
+#: Shipped hadronic datasets, built here with LO partonic cross sections (docs/hadronic.md), in
+#: the variants NNPDF4.0 fits.
+HADRONIC_DATASETS: dict[str, str | None] = {
+    "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO": "legacy",
+    "DYE866_Z0_800GEV_PXSEC": "legacy",
+    "CDF_Z0_1P96TEV_ZRAP": "legacy",
+    "D0_Z0_1P96TEV_ZRAP": "legacy",
+    "D0_WPWM_1P96TEV_ASY": "legacy",
+}
+#: Every shipped dataset -> its variant.
+REAL_DATASETS: dict[str, str | None] = DIS_DATASETS | HADRONIC_DATASETS
+#: Named selections of shipped datasets that ``data.real.datasets`` accepts instead of a list.
+PRESETS: dict[str, tuple[str, ...]] = {
+    "dis": tuple(DIS_DATASETS),
+    "dis+hadronic": tuple(REAL_DATASETS),
 }
 
 #: How to get the other variants: the package of hyperscan's ``nnpdf`` extra, by its own name.

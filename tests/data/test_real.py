@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Real DIS data shipped in hyperscan/data/dis: arrays, cuts, covariance, FK convolution, errors."""
+"""Real data shipped in hyperscan/data (DIS and LO hadronic): arrays, cuts, covariance, FK
+convolution, presets, errors."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from _datasets import toy_xfx
 
 from hyperscan.data import (
+    DIS_DATASETS,
+    HADRONIC_DATASETS,
     REAL_DATASETS,
     fit_to_fk_rotation,
     load_problem,
@@ -18,12 +22,17 @@ from hyperscan.data import (
     toy_pdf,
 )
 from hyperscan.data._real import (
+    HADRONIC_DATA_DIR,
     REAL_DATA_DIR,
+    SHIPPED_PTO,
+    SHIPPED_THEORY_CARD,
     _cached,
     experimental_covariance,
     real_problem,
 )
-from hyperscan.runcard import RuncardError, parse_fit_runcard
+from hyperscan.runcard import RuncardError, dump_runcard, parse_fit_runcard
+from hyperscan.runcard.real_datasets import PRESETS
+from hyperscan.runcard.reference import json_schema
 
 HERA = sorted(n for n in REAL_DATASETS if n.startswith("HERA"))
 
@@ -39,7 +48,7 @@ def exp_problem():
 
 
 def test_shipped_set_is_the_kit(real_data_files: list[Path]) -> None:
-    assert sorted(_kit(f)[0] for f in real_data_files) == sorted(REAL_DATASETS)
+    assert sorted(_kit(f)[0] for f in real_data_files) == sorted(DIS_DATASETS)
     for f in real_data_files:
         name, variant, z = _kit(f)
         assert REAL_DATASETS[name] == variant
@@ -139,7 +148,7 @@ def test_toy_convolution_matches_pineappl(real_data_files: list[Path]) -> None:
     folder = real_data_files[0].parent / "fktables"
     xfx = toy_xfx()
 
-    for name, variant in REAL_DATASETS.items():
+    for name, variant in DIS_DATASETS.items():
         table = pineappl.fk_table.FkTable.read(str(folder / f"{name}.pineappl.lz4"))
         ref = np.asarray(table.convolve(pdg_convs=table.convolutions, xfxs=[xfx]))
         d = load_real_dataset(name, variant)
@@ -222,6 +231,59 @@ def test_corrupt_file(tmp_path: Path) -> None:
     shutil.rmtree(other)
 
 
+def test_shipped_hadronic_sets_load_with_their_operations() -> None:
+    """The LO hadronic sets (docs/hadronic.md): two-PDF tables on their non-zero flavour pairs,
+    combined as nnpdf-data says, and the toy PDF predicts the data to tens of per cent."""
+    operations = {}
+    for name, variant in HADRONIC_DATASETS.items():
+        d = load_real_dataset(name, variant)
+        assert d.variant == variant == "legacy" and all(t.hadronic for t in d.tables)
+        assert d.process.startswith(("DY", "EWK")), d.process
+        operations[name] = (d.operation, [t.n_data for t in d.tables])
+        mask = d.cut_mask(pto=SHIPPED_PTO)
+        ratio = d.toy_prediction()[mask] / d.central[mask]
+        assert np.all(np.isfinite(ratio)) and 0.6 < np.median(ratio) < 1.2, (name, ratio)
+    assert operations == {
+        "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO": ("RATIO", [15, 15]),
+        "DYE866_Z0_800GEV_PXSEC": ("NULL", [184]),
+        "CDF_Z0_1P96TEV_ZRAP": ("NULL", [28]),
+        "D0_Z0_1P96TEV_ZRAP": ("RATIO", [28, 1]),
+        "D0_WPWM_1P96TEV_ASY": ("ASY", [10, 10]),
+    }
+
+
+def test_the_hadronic_preset_fits_dis_and_hadronic_data() -> None:
+    card = parse_fit_runcard("data: {real: {datasets: dis+hadronic}}\n")
+    problem = load_problem(card)
+    dis = load_problem(parse_fit_runcard("data: {real: {}}\n"))
+    assert problem.names == tuple(REAL_DATASETS) and dis.names == tuple(DIS_DATASETS)
+    # E866 pp keeps 88 of its 184 points (tau <= 0.08, |y/y_max| <= 0.663), the others all
+    assert problem.n_data == dis.n_data + 15 + 88 + 28 + 28 + 10
+    assert np.all(np.linalg.eigvalsh(problem.covmat) > 0)
+
+
+def test_the_shipped_order_is_the_theory_cards() -> None:
+    """The hadronic cut rules of NNLO and beyond (D0's W asymmetry) follow the card: NLO."""
+    card = yaml.safe_load(SHIPPED_THEORY_CARD.read_text(encoding="utf-8"))
+    assert SHIPPED_PTO == card["PTO"] == 1
+
+
+def test_a_damaged_hadronic_file_is_named(tmp_path: Path) -> None:
+    name = "D0_WPWM_1P96TEV_ASY"
+    with np.load(HADRONIC_DATA_DIR / f"{name}.npz") as z:
+        arrays = dict(z)
+    for broken, message in [
+        ({"fk_1": None}, r"missing arrays \['fk_1'\]"),
+        ({"operation": np.asarray("DIVIDE")}, r"operation 'DIVIDE' is not supported"),
+        ({"pairs_0": arrays["pairs_0"][:-1]}, r"fk must have shape"),
+        ({"central": arrays["central"][:-1]}, r"central has shape \(9,\), expected \(10,\)"),
+    ]:
+        changed = {k: v for k, v in (arrays | broken).items() if v is not None}
+        np.savez(tmp_path / f"{name}.npz", **changed)
+        with pytest.raises(ValueError, match=rf"corrupt FK file .*{name}\.npz: .*{message}"):
+            load_real_dataset(name, "legacy", data_dir=tmp_path)
+
+
 # --------------------------------------------------------------------------------------------
 # problem, closure on the real tables, runcard
 
@@ -255,9 +317,30 @@ def test_runcard_builds_real_problem() -> None:
     assert everything.n_data == 976 and not everything.positivity
 
 
+def test_presets_name_the_shipped_datasets() -> None:
+    """A preset stands for its sets in their shipped variants, and the dump lists them, so an
+    exported runcard does not depend on what a preset holds in a later release."""
+    default = parse_fit_runcard("data: {real: {}}\n").data.real.datasets
+    assert parse_fit_runcard("data: {real: {datasets: dis}}\n").data.real.datasets == default
+    assert [(e.dataset, e.variant) for e in default] == list(DIS_DATASETS.items())
+    card = parse_fit_runcard("data: {real: {datasets: dis+hadronic}}\n")
+    entries = [(e.dataset, e.variant) for e in card.data.real.datasets]
+    assert entries == list(DIS_DATASETS.items()) + list(HADRONIC_DATASETS.items())
+    dumped = dump_runcard(card)
+    assert "dis+hadronic" not in dumped and "DYE866_Z0_800GEV_PXSEC" in dumped
+    assert parse_fit_runcard(dumped) == card
+    schema = json_schema()["$defs"]["RealSection"]["properties"]["datasets"]["anyOf"]
+    assert schema[0]["enum"] == list(PRESETS)
+
+
 @pytest.mark.parametrize(
     ("text", "key", "message"),
     [
+        (
+            "data: {real: {datasets: dis+jets}}",
+            "data.real.datasets",
+            "unknown preset 'dis+jets'; expected one of 'dis', 'dis+hadronic' or a list",
+        ),
         (
             "data: {real: {datasets: [{dataset: NOPE}]}}",
             "data.real.datasets[0].dataset",

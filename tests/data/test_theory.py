@@ -19,8 +19,8 @@ from _theory_folder import (
 )
 
 from hyperscan.data import (
+    DIS_DATASETS,
     FK_BASIS,
-    REAL_DATASETS,
     Dataset,
     FkTable,
     fit_to_fk_rotation,
@@ -374,5 +374,5 @@ def test_the_shipped_names_are_the_kits(real_data_files) -> None:
     """The fixture's folder names the DIS tables as n3fit does (datasets.tsv's fk_name)."""
     del real_data_files
     rows = (SHARED_DATA / "datasets.tsv").read_text().splitlines()[1:]
-    assert sorted(r.split("\t")[0] for r in rows) == sorted(REAL_DATASETS)
+    assert sorted(r.split("\t")[0] for r in rows) == sorted(DIS_DATASETS)
     assert EVOLUTION_PIDS[FK_BASIS.index("g")] == 21
