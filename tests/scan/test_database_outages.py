@@ -175,13 +175,20 @@ def test_a_wait_for_a_database_that_stays_away_keeps_its_schedule(postgres_url, 
 def test_a_frozen_connection_becomes_a_retry_within_the_timeout(
     postgres_url, tmp_path, monkeypatch, caplog
 ):
-    """The proxy stops forwarding (connections open, no answer) for 12 s as the fit ends: the
-    write gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is
-    recorded once the proxy forwards again."""
+    """The proxy stops forwarding (connections open, no answer) as the fit ends: the write
+    gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is recorded
+    once the proxy forwards again.
+
+    The retry schedule and its probes run at a fifth, and the freeze lasts 9 s (12 s on the
+    real schedule): it outlasts the write, the first wait and the retry after it, as before."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    waits = tuple(wait / 5 for wait in _retry.STORAGE_RETRY_WAITS)
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", waits)
+    monkeypatch.setattr(_retry, "STORAGE_RETRY_WAITS", waits)
+    monkeypatch.setattr(_retry, "PROBE_EVERY_S", _retry.PROBE_EVERY_S / 5)
     with caplog.at_level(logging.WARNING):
         values, trials = _one_trial_with_a_fault(
-            monkeypatch, postgres_url, lambda proxy: proxy.freeze(12), **{TIMEOUT_ENV: "2"}
+            monkeypatch, postgres_url, lambda proxy: proxy.freeze(9), **{TIMEOUT_ENV: "2"}
         )
     [trial] = trials
     assert trial.state == TrialState.COMPLETE and trial.value == values[-1]
