@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
 
+import pytest
 import yaml
 
 from hyperscan import _xla_cache
@@ -46,15 +48,34 @@ def _fit_and_log(runcard, outdir, env) -> tuple[list[float], str]:
     return [m["chi2_per_point"]["training"] for m in members], done.stderr
 
 
-def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path, monkeypatch):
-    runcard = tmp_path / "fit.yml"
+@pytest.fixture(scope="module")
+def first_fit(tmp_path_factory):
+    """CARD fitted once with a fresh cache: the runcard, the fit's training χ²s and the
+    $XDG_CACHE_HOME it left. Each test copies that folder as its own, for the same fit in a
+    fresh cache of every test would leave the same entries."""
+    root = tmp_path_factory.mktemp("first")
+    runcard = root / "fit.yml"
     runcard.write_text(yaml.safe_dump(CARD))
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
+    env["XDG_CACHE_HOME"] = str(root / "cache")
+    return runcard, _fit(runcard, root / "first", env), root / "cache"
+
+
+def _after_first_fit(first_fit, tmp_path, monkeypatch):
+    """The runcard, the first fit's χ²s, and the environment of a fit on a copy of the cache
+    it left (now $XDG_CACHE_HOME) under `tmp_path`."""
+    runcard, first, cache_home = first_fit
+    shutil.copytree(cache_home, tmp_path / "cache")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
+    return runcard, first, env
+
+
+def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(first_fit, tmp_path, monkeypatch):
+    runcard, first, env = _after_first_fit(first_fit, tmp_path, monkeypatch)
     cache = xla_cache_directory()
     assert cache.parent == tmp_path / "cache" / "hyperscan" / "xla"
 
-    first = _fit(runcard, tmp_path / "first", env)
     entries = _entries(cache)
     assert entries, "the first fit left no compiled program in the cache"
     second = _fit(runcard, tmp_path / "second", env)
@@ -64,15 +85,11 @@ def test_a_rerun_loads_the_compiled_loop_and_reproduces_the_fit(tmp_path, monkey
     assert second == first
 
 
-def test_an_unreadable_entry_is_compiled_anew_and_replaced(tmp_path, monkeypatch):
+def test_an_unreadable_entry_is_compiled_anew_and_replaced(first_fit, tmp_path, monkeypatch):
     """TensorFlow fails the op on an entry it cannot parse, every run, and leaves it there: an
     entry cut short (a node that crashed after writing it) must be a miss, with one line."""
-    runcard = tmp_path / "fit.yml"
-    runcard.write_text(yaml.safe_dump(CARD))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", "TF_CPP_MIN_LOG_LEVEL")}
+    runcard, first, env = _after_first_fit(first_fit, tmp_path, monkeypatch)
     cache = xla_cache_directory()
-    first = _fit(runcard, tmp_path / "first", env)
     entries = _entries(cache)
     torn = cache / sorted(entries)[0]
     size = torn.stat().st_size

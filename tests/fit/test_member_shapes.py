@@ -49,9 +49,24 @@ def _cards(make_card, waste, members=MEMBERS, **overrides):
     return base, cards
 
 
-def _assert_equals_alone(result, cards, widths, atol, rtol):
+@pytest.fixture(scope="module")
+def fit_alone():
+    """``fit_alone(card)``: ``run_fit(card)``, each runcard fitted once per module (a fit is
+    deterministic; the compacted batch's members 0 and 3 are those of the plain one)."""
+    fits = {}
+
+    def fit(card):
+        key = card.model_dump_json()
+        if key not in fits:
+            fits[key] = run_fit(card)
+        return fits[key]
+
+    return fit
+
+
+def _assert_equals_alone(result, cards, widths, atol, rtol, fit_alone):
     for m, card in enumerate(cards):
-        alone = run_fit(card)
+        alone = fit_alone(card)
         assert alone.status[0] == result.status[m]
         assert abs(int(alone.best_epoch[0]) - int(result.best_epoch[m])) <= (atol > 1e-5)
         own = unembed([p[m] for p in result.params], card.architecture.nodes, widths)
@@ -64,16 +79,16 @@ def _assert_equals_alone(result, cards, widths, atol, rtol):
             assert np.all(padded[m][ones == 0] == 0.0)  # padded and skipped parameters
 
 
-def test_a_heterogeneous_batch_equals_each_member_fitted_alone(make_card):
+def test_a_heterogeneous_batch_equals_each_member_fitted_alone(make_card, fit_alone):
     base, cards = _cards(make_card, waste=1.0)
     result = run_fit(base, member_runcards=cards)
     widths = MemberShapes.of([architecture_shape(c) for c in cards]).widths
     assert widths == (10, 12, 8)
     assert len({r.batch for r in result.history}) == 1  # one model, no shape classes
-    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6)
+    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6, fit_alone=fit_alone)
 
 
-def test_a_compacted_heterogeneous_batch_equals_each_member_fitted_alone(make_card):
+def test_a_compacted_heterogeneous_batch_equals_each_member_fitted_alone(make_card, fit_alone):
     """Members leaving a padded batch take their shapes (activations, skips, gradient mask)
     with them: compacted at every sync that can shrink it, the fit still equals the separate
     fits. Two members have their own, fewer epochs, so that the batch can shrink."""
@@ -83,7 +98,7 @@ def test_a_compacted_heterogeneous_batch_equals_each_member_fitted_alone(make_ca
     result = run_fit(base, member_runcards=cards, settings=settings)
     assert min(report.batch for report in result.history) < len(cards)
     widths = MemberShapes.of([architecture_shape(c) for c in cards]).widths
-    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6)
+    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6, fit_alone=fit_alone)
 
 
 def test_padded_and_skipped_parameters_stay_zero_at_every_sync(make_card):
@@ -122,7 +137,7 @@ def test_every_optimizer_keeps_a_zero_weight_with_zero_gradient_at_zero(name):
     assert np.all(params.numpy()[:, 1] != [0.3, -0.2])  # the other weight did move
 
 
-def test_float32_heterogeneous_batch_is_within_the_float32_floor(make_card):
+def test_float32_heterogeneous_batch_is_within_the_float32_floor(make_card, fit_alone):
     """docs/numerical-promises.md: float32 agrees to 1e-3 in χ². Over 50 epochs: past them,
     the deep member's float32 training amplifies rounding beyond the floor in a batch of its
     own architecture too (100 epochs: 5e-3 in χ², measured), and the relu member's kinks
@@ -134,10 +149,10 @@ def test_float32_heterogeneous_batch_is_within_the_float32_floor(make_card):
     assert result.params[0].dtype == np.float32
     widths = MemberShapes.of([architecture_shape(c) for c in cards]).widths
     assert widths == (10, 12, 8)
-    _assert_equals_alone(result, cards, widths, atol=1e-2, rtol=1e-3)
+    _assert_equals_alone(result, cards, widths, atol=1e-2, rtol=1e-3, fit_alone=fit_alone)
 
 
-def test_a_mix_past_the_waste_limit_is_split_into_shape_classes(make_card):
+def test_a_mix_past_the_waste_limit_is_split_into_shape_classes(make_card, fit_alone):
     base, cards = _cards(make_card, waste=0.5)
     shapes = [architecture_shape(c) for c in cards]
     classes = shape_classes(shapes, 0.5)
@@ -149,7 +164,7 @@ def test_a_mix_past_the_waste_limit_is_split_into_shape_classes(make_card):
     first_sync = [r for r in result.history if r.step == base.training.steps_per_call]
     assert sorted(r.status.size for r in first_sync) == sorted(c.size for c in classes)
     widths = MemberShapes.of(shapes).widths
-    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6)
+    _assert_equals_alone(result, cards, widths, atol=1e-6, rtol=1e-6, fit_alone=fit_alone)
 
 
 def test_shape_classes_are_deterministic_and_one_within_the_limit():

@@ -68,19 +68,30 @@ def _one_trial_with_a_fault(
     return values, trials_of(postgres_url, "outage")
 
 
-@pytest.mark.parametrize("seconds", [10, 90])
+@pytest.mark.parametrize(
+    ("seconds", "scale"), [(10, 1), (90, 0.1)], ids=["10 s", "90 s on a tenth of the schedule"]
+)
 def test_a_finished_fit_survives_a_database_outage_at_its_first_write(
-    postgres_url, tmp_path, monkeypatch, caplog, seconds
+    postgres_url, tmp_path, monkeypatch, caplog, seconds, scale
 ):
     """The connection is cut as the fit ends, for 10 s and for 90 s: the result waits on disk
-    and its writes are retried; the trial ends COMPLETE with the fit's value, fitted once."""
+    and its writes are retried; the trial ends COMPLETE with the fit's value, fitted once.
+
+    The 90 s outage outlasts the first four waits of the schedule (75 s), so it is waited out
+    by several retries, the last cut short by a probe. It runs with the schedule, the probes
+    and the outage all scaled to a tenth (9 s): the same retries, in a tenth of the time."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if scale != 1:
+        waits = tuple(wait * scale for wait in _retry.STORAGE_RETRY_WAITS)
+        monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", waits)
+        monkeypatch.setattr(_retry, "STORAGE_RETRY_WAITS", waits)
+        monkeypatch.setattr(_retry, "PROBE_EVERY_S", _retry.PROBE_EVERY_S * scale)
     kept = _KeptResults()
     logging.getLogger(_retry.__name__).addHandler(kept)
     try:
         with caplog.at_level(logging.WARNING):
             values, trials = _one_trial_with_a_fault(
-                monkeypatch, postgres_url, lambda proxy: proxy.cut(seconds)
+                monkeypatch, postgres_url, lambda proxy: proxy.cut(seconds * scale)
             )
     finally:
         logging.getLogger(_retry.__name__).removeHandler(kept)
@@ -89,7 +100,7 @@ def test_a_finished_fit_survives_a_database_outage_at_its_first_write(
     assert trial.user_attrs["fit"]["steps"] > 0
     retries = [m for m in caplog.messages if m.startswith("recording trial 0 (")]
     assert retries and all("trying again in" in m for m in retries), caplog.messages
-    assert sum(int(m.rsplit(" ", 2)[-2]) for m in retries) >= seconds
+    assert sum(float(m.rsplit(" ", 2)[-2]) for m in retries) >= seconds * scale
     # While the database was away the result was on disk, with the fit's value.
     assert kept.files and all(len(files) == 1 for files in kept.files)
     saved = json.loads(kept.files[0][0])
@@ -164,13 +175,20 @@ def test_a_wait_for_a_database_that_stays_away_keeps_its_schedule(postgres_url, 
 def test_a_frozen_connection_becomes_a_retry_within_the_timeout(
     postgres_url, tmp_path, monkeypatch, caplog
 ):
-    """The proxy stops forwarding (connections open, no answer) for 12 s as the fit ends: the
-    write gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is
-    recorded once the proxy forwards again."""
+    """The proxy stops forwarding (connections open, no answer) as the fit ends: the write
+    gives up after $HYPERSCAN_DB_TIMEOUT with a line, is retried, and the trial is recorded
+    once the proxy forwards again.
+
+    The retry schedule and its probes run at a fifth, and the freeze lasts 9 s (12 s on the
+    real schedule): it outlasts the write, the first wait and the retry after it, as before."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    waits = tuple(wait / 5 for wait in _retry.STORAGE_RETRY_WAITS)
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", waits)
+    monkeypatch.setattr(_retry, "STORAGE_RETRY_WAITS", waits)
+    monkeypatch.setattr(_retry, "PROBE_EVERY_S", _retry.PROBE_EVERY_S / 5)
     with caplog.at_level(logging.WARNING):
         values, trials = _one_trial_with_a_fault(
-            monkeypatch, postgres_url, lambda proxy: proxy.freeze(12), **{TIMEOUT_ENV: "2"}
+            monkeypatch, postgres_url, lambda proxy: proxy.freeze(9), **{TIMEOUT_ENV: "2"}
         )
     [trial] = trials
     assert trial.state == TrialState.COMPLETE and trial.value == values[-1]
