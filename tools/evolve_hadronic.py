@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Evolve the shipped LO hadronic grids into FK tables with eko + pineko (the `theory` extra).
 
-    python tools/evolve_hadronic.py [TABLE ...] --out DIR
+    python tools/evolve_hadronic.py [TABLE ...] --out DIR [--accuracy FILE]
 
 TABLE: grids of hyperscan/data/hadronic/grids (default: all; see tools/build_hadronic.py).
 Theory 99000001, the DIS tables' card (hyperscan/data/dis/theory_99000001.yaml, completed as
@@ -14,10 +14,12 @@ pineko interpolates the EKO's output to the grid's nodes; mu = the grid's scales
 
 Then it checks each FK table: its convolution with the toy PDF at Q0 equals the grid's with the
 same PDF evolved to the grid's scales and nodes by the same EKO (``ekobox.apply``), which tests
-pineko's contraction (1e-10), not eko's accuracy. ``--accuracy`` measures that too: the FK
+pineko's contraction (1e-10), not eko's accuracy. ``--accuracy FILE`` measures that too: the FK
 table at Q0 against the grid with the toy evolved by a second EKO computed on the grid's own x
-nodes (reported, not judged). Writes ``DIR/<TABLE>.pineappl.lz4`` and prints the wall time of
-each stage. Run it niced and single-threaded: NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1.
+nodes (reported, not judged), and saves that evolved toy to FILE, which the CI check of the
+shipped tables reads (tools/self_consistency.py). Writes ``DIR/<TABLE>.pineappl.lz4``, which
+``tools/ship_hadronic.py DIR`` ships, and prints the wall time of each stage. Run it niced and
+single-threaded: NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import build_hadronic  # noqa: E402
 ROOT = TOOLS.parent
 THEORY_DIR = ROOT / "hyperscan" / "data" / "dis"  # theory_99000001.yaml, the DIS tables' card
 TOLERANCE = 1e-10
+#: The PDG ids of the evolved toy that --accuracy saves (the photon and the top are zero).
+TOY_PIDS = (-5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5)
 
 
 def grid_layout(path: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -118,23 +122,38 @@ class _Toy:
         return pid in (*range(-6, 7), 21, 22)
 
 
-def grid_with_evolved_toy(grid_path: Path, eko_path: Path) -> np.ndarray:
-    """The grid convolved with the toy PDF evolved from Q0 to the grid's scales by the EKO at
-    ``eko_path``, interpolated by eko to the grid's nodes where its x grid is another."""
+def evolved_toy(grid_path: Path, eko_path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The toy PDF evolved from Q0 to the grid's scales by the EKO at ``eko_path``, on the grid's
+    nodes (interpolated there by eko where the EKO's x grid is another): (x (n_x,), mu^2
+    (n_mu,), x·f (n_mu, len(TOY_PIDS), n_x))."""
     import eko
-    import pineappl
     from ekobox import apply
 
-    grid = pineappl.grid.Grid.read(str(grid_path))
     nodes = np.asarray(grid_layout(grid_path)[0])
     with eko.EKO.read(eko_path) as operator:
         same = np.array_equal(np.asarray(operator.xgrid.raw), nodes)
         evolved, _ = apply.apply_pdf(operator, _Toy(), targetgrid=None if same else nodes)
+    mu2 = np.array(sorted(float(m) for m, _nf in evolved))
+    xf = np.zeros((mu2.size, len(TOY_PIDS), nodes.size))
+    for (m, _nf), pdfs in evolved.items():
+        i = int(np.searchsorted(mu2, float(m)))
+        for j, pid in enumerate(TOY_PIDS):
+            xf[i, j] = nodes * np.asarray(pdfs.get(pid, np.zeros(nodes.size)))
+    return nodes, mu2, xf
+
+
+def grid_with_evolved_toy(grid_path: Path, eko_path: Path) -> np.ndarray:
+    """The grid convolved with the toy PDF evolved from Q0 to the grid's scales by the EKO at
+    ``eko_path``, interpolated by eko to the grid's nodes where its x grid is another."""
+    import pineappl
+
+    grid = pineappl.grid.Grid.read(str(grid_path))
+    nodes, scales, values = evolved_toy(grid_path, eko_path)
     table: dict[tuple[int, float], list[tuple[float, float]]] = {}
-    for (mu2, _nf), pdfs in evolved.items():
-        for pid, values in pdfs.items():
-            for x, value in zip(nodes, values, strict=True):
-                table.setdefault((int(pid), float(x)), []).append((float(mu2), float(x * value)))
+    for i, mu2 in enumerate(scales):
+        for j, pid in enumerate(TOY_PIDS):
+            for x, value in zip(nodes, values[i, j], strict=True):
+                table.setdefault((pid, float(x)), []).append((float(mu2), float(value)))
 
     def xfx(pid: int, x: float, q2: float) -> float:
         # the EKO's mu^2 went through sqrt and back in the operator card
@@ -163,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for the FK tables")
     parser.add_argument(
         "--accuracy",
-        action="store_true",
-        help="also evolve the toy by an EKO on each grid's own nodes and compare (one more EKO "
-        "per group)",
+        type=Path,
+        metavar="FILE",
+        help="also evolve the toy by an EKO on each grid's own nodes (one more EKO per group), "
+        "compare, and save that evolved toy to FILE (tools/self_consistency.py reads it)",
     )
     args = parser.parse_args(argv)
     names = args.tables or list(build_hadronic.TABLES)
@@ -187,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     timings: dict[str, float] = {}
     worst = 0.0
+    saved: dict[str, np.ndarray] = {}
     with tempfile.TemporaryDirectory(prefix=".evolve_hadronic-", dir=args.out) as work:
         work = Path(work)
         for k, (mu2, members) in enumerate(groups.items()):
@@ -205,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 worst = max(worst, diff)
                 print(f"{name}: FK at Q0 = grid at Q (same EKO) to {diff:.1e}", flush=True)
-            if not args.accuracy:
+            if args.accuracy is None:
                 continue
             # the same toy evolved by an EKO on each grid's own nodes, no interpolation after
             by_nodes: dict[tuple, list[str]] = {}
@@ -218,9 +239,18 @@ def main(argv: list[str] | None = None) -> int:
                 for name in same_nodes:
                     at_q0 = fk_with_toy(args.out / f"{name}.pineappl.lz4")
                     on_nodes = grid_with_evolved_toy(grids[name], nodes_path)
+                    keys = (f"{name}.x", f"{name}.mu2", f"{name}.xf")
+                    saved |= dict(zip(keys, evolved_toy(grids[name], nodes_path), strict=True))
                     accuracy = float(np.max(np.abs(at_q0 / on_nodes - 1)))
                     print(f"{name}: FK at Q0 vs grid at Q, toy evolved on the grid's nodes: "
                           f"{accuracy:.1e}", flush=True)  # fmt: skip
+    if args.accuracy is not None:
+        args.accuracy.parent.mkdir(parents=True, exist_ok=True)
+        partial = args.accuracy.with_name(f".partial.{args.accuracy.name}")
+        with partial.open("wb") as file:
+            np.savez_compressed(file, pids=np.array(TOY_PIDS), **saved)
+        partial.replace(args.accuracy)
+        print(f"wrote the toy evolved on the grids' nodes to {args.accuracy}")
     print(f"max relative difference {worst:.1e} (tolerance {TOLERANCE:g})")
     return 0 if worst <= TOLERANCE else 1
 

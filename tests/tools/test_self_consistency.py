@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperscan.data import REAL_DATASETS
+from hyperscan.data import DIS_DATASETS, HADRONIC_DATASETS
 from hyperscan.pdfset import log_bicubic
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,8 +96,8 @@ def test_outside_the_set_is_nan_not_an_extrapolation(member, reference):
 def test_a_grid_for_every_shipped_dis_dataset_at_its_kinematics():
     import pineappl
 
-    assert sc.datasets_with_grids() == sorted(REAL_DATASETS)
-    for dataset in REAL_DATASETS:
+    assert sc.datasets_with_grids() == sorted(DIS_DATASETS)
+    for dataset in DIS_DATASETS:
         grid = pineappl.grid.Grid.read(str(sc.GRIDS / f"{dataset}{sc.GRID_SUFFIX}"))
         with np.load(ROOT / "hyperscan" / "data" / "dis" / f"{dataset}.npz") as z:
             kinematics = z["kinematics"]
@@ -126,14 +126,14 @@ def test_the_set_reproduces_the_fit_at_q0(reference, member):
     assert sc.set_at_q0(reference, member) < 2e-3
 
 
-@pytest.mark.parametrize("dataset", sorted(REAL_DATASETS))
+@pytest.mark.parametrize("dataset", sorted(DIS_DATASETS))
 def test_the_sets_error_at_q0_through_the_fk_table(dataset, reference, member):
     """A part of the check's difference, with no evolution in it: about 10⁻³ (HERA NC at small
     x), not 0 (the set is not the fit) and not above the 50-point EKO's interpolation error."""
     assert 1e-5 < sc.through_fk_at_q0(dataset, reference, member) < 2e-3
 
 
-@pytest.mark.parametrize("dataset", sorted(REAL_DATASETS))
+@pytest.mark.parametrize("dataset", sorted(DIS_DATASETS))
 def test_grid_times_set_gives_the_fits_predictions(dataset, reference, member):
     out = sc.check_dataset(dataset, reference, member)
     assert out.n_data == len(np.load(sc.ROOT / "hyperscan/data/dis" / f"{dataset}.npz")["central"])
@@ -152,7 +152,7 @@ def _frozen(reference):
     return dataclasses.replace(reference, blocks=tuple(blocks))
 
 
-@pytest.mark.parametrize("dataset", sorted(REAL_DATASETS))
+@pytest.mark.parametrize("dataset", sorted(DIS_DATASETS))
 def test_a_set_not_evolved_fails(dataset, reference, member):
     frozen = _frozen(reference)
     assert frozen.blocks[1].q[np.argmin(np.abs(frozen.blocks[1].q - 1.65))] == pytest.approx(1.65)
@@ -160,7 +160,7 @@ def test_a_set_not_evolved_fails(dataset, reference, member):
     assert out.worst > 10 * sc.TOLERANCE
 
 
-@pytest.mark.parametrize("dataset", sorted(REAL_DATASETS))
+@pytest.mark.parametrize("dataset", sorted(DIS_DATASETS))
 def test_up_and_down_swapped_fail(dataset, reference, member):
     swap = {1: 2, 2: 1, -1: -2, -2: -1}
     out = sc.check_dataset(
@@ -175,7 +175,7 @@ def test_the_pdf_at_twice_the_scale_fails(reference, member):
         sc.check_dataset(
             dataset, reference, member, xfx=lambda pid, x, q2: member.xfxq2(pid, x, 2 * q2)
         ).worst
-        for dataset in sorted(REAL_DATASETS)
+        for dataset in sorted(DIS_DATASETS)
     ]
     assert min(worst) > 10 * sc.TOLERANCE
 
@@ -196,7 +196,80 @@ def test_another_datasets_grid_is_refused(dataset, other, reference, member):
 def test_the_command_passes_on_the_shipped_data_and_fails_on_a_frozen_set(tmp_path, capsys):
     assert sc.main(["check"]) == 0
     shown = capsys.readouterr().out
-    assert all(dataset in shown for dataset in REAL_DATASETS) and "largest" in shown
+    assert all(dataset in shown for dataset in DIS_DATASETS) and "largest" in shown
     frozen = tmp_path / "frozen.npz"
     sc.save_reference(_frozen(sc.load_reference()), frozen)
     assert sc.main(["check", "--reference", str(frozen)]) == 1
+
+
+# --- the hadronic tables: grid ⊗ the toy evolved on its nodes against the shipped FK tables ------
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return sc.load_evolved_toy()
+
+
+def test_the_evolved_toy_covers_every_hadronic_grid_at_its_nodes_and_scales(toy):
+    import pineappl
+
+    assert toy.pids == (-5, -4, -3, -2, -1, 21, 1, 2, 3, 4, 5)
+    grids = sorted(p.name.removesuffix(".pineappl.lz4") for p in sc.HADRONIC_GRIDS.glob("*.lz4"))
+    assert sorted(toy.tables) == grids
+    for name, (x, mu2, xf) in toy.tables.items():
+        grid = pineappl.grid.Grid.read(str(sc.HADRONIC_GRIDS / f"{name}.pineappl.lz4"))
+        info = grid.evolve_info(np.array([True]))
+        np.testing.assert_array_equal(x, info.x1)
+        np.testing.assert_allclose(mu2, np.sort(info.fac1), rtol=1e-12)
+        assert xf.shape == (mu2.size, len(toy.pids), x.size) and np.all(np.isfinite(xf))
+        # evolved: the bottom, which the toy lacks at Q0, is radiated above m_b = 4.92 GeV only
+        bottom = xf[:, toy.pids.index(5)].max(axis=1)
+        assert np.array_equal(bottom > 1e-4, mu2 > 4.92**2) and np.all(bottom[mu2 < 4.92**2] == 0)
+
+
+@pytest.mark.parametrize("dataset", sorted(HADRONIC_DATASETS))
+def test_hadronic_grid_times_evolved_toy_gives_the_fk_tables_predictions(dataset, toy):
+    out = sc.check_hadronic(dataset, toy)
+    shipped = 88 if dataset == "DYE866_Z0_800GEV_PXSEC" else out.n_data  # the rest: never fitted
+    assert len(out.from_fk) == shipped and out.passes_cuts.all()
+    assert np.all(np.isfinite(out.from_grid)) and np.all(out.from_fk != 0)  # ASY: both signs
+    assert out.worst <= sc.HADRONIC_TOLERANCE, f"{dataset}: {out.worst:.2e}"
+
+
+def _not_evolved(toy):
+    """The grids convolved with the toy at Q0, whatever their scale."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from build_hadronic import toy_xfx
+
+    return lambda table: lambda pid, x, q2: toy_xfx(pid, x, q2) if abs(pid) < 5 else 0.0
+
+
+def _swapped(toy):
+    swap = {1: 2, 2: 1, -1: -2, -2: -1}
+    return lambda table: lambda pid, x, q2: toy.xfx(table)(swap.get(pid, pid), x, q2)
+
+
+@pytest.mark.parametrize("wrong", [_not_evolved, _swapped], ids=["not evolved", "u and d swapped"])
+@pytest.mark.parametrize("dataset", sorted(HADRONIC_DATASETS))
+def test_a_wrong_pdf_fails_the_hadronic_check(dataset, wrong, toy):
+    """Each fails the check; the least by 1.6 times its tolerance: E866's pd/pp ratio of a toy
+    not evolved, where the evolution of the two cross sections largely cancels."""
+    out = sc.check_hadronic(dataset, toy, xfx=wrong(toy))
+    assert out.worst > 1.5 * sc.HADRONIC_TOLERANCE, f"{dataset}: {out.worst:.2e}"
+
+
+def test_w_plus_and_w_minus_swapped_fail(toy, tmp_path):
+    """The asymmetry's operands exchanged: the sign of the W asymmetry flips."""
+    for path in sc.HADRONIC_GRIDS.glob("*.lz4"):
+        name = path.name.replace("Wplus", "W+").replace("Wminus", "Wplus").replace("W+", "Wminus")
+        (tmp_path / name).symlink_to(path)
+    out = sc.check_hadronic("D0_WPWM_1P96TEV_ASY", toy, grids=tmp_path)
+    assert out.worst > 1.5
+
+
+def test_the_command_checks_the_hadronic_tables_against_their_own_tolerance(capsys):
+    assert sc.main(["check"]) == 0
+    shown = capsys.readouterr().out
+    assert all(dataset in shown for dataset in HADRONIC_DATASETS)
+    assert "hadronic: largest" in shown and "DIS: largest" in shown
+    assert sc.main(["check", "--hadronic-tolerance", "1e-9"]) == 1
