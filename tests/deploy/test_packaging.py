@@ -103,6 +103,7 @@ def test_the_wheel_holds_every_file_of_the_package_and_nothing_else(built):
     assert "hyperscan/data/dis/NOTICE.md" in names
     assert "hyperscan/data/hadronic/NOTICE.md" in names
     assert "hyperscan/data/hadronic/grids/DYE866P.pineappl.lz4" in names
+    assert "hyperscan/data/hadronic/DYE866_Z0_800GEV_PXSEC.npz" in names
 
 
 def test_the_wheel_carries_the_licence(built):
