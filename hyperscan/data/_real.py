@@ -10,7 +10,7 @@ come from the real-data kit, the data from nnpdf-data (``tools/ship_real_data.py
 ``dis/NOTICE.md`` for the licence (GPL-3) and attribution. A hadronic file holds the same data
 arrays, the names of its kinematics, and its operation with one table per operand (``fk_k``
 on its non-zero flavour pairs ``pairs_k`` and x grid ``xgrid_k``), as ``_theory.py`` converts
-them from PineAPPL (``tools/evolve_hadronic.py --ship``). Another variant of a shipped dataset
+them from PineAPPL (``tools/ship_hadronic.py``). Another variant of a shipped dataset
 (same FK table, other data or uncertainties) is read from an installed nnpdf-data
 (``_commondata.py``, cached); without it only the shipped variant loads.
 
@@ -166,7 +166,7 @@ def load_real_dataset(
     if not path.is_file():
         raise RealDataError(
             f"FK file of {name} is missing: {path} (reinstall hyperscan, or rebuild the folder "
-            "with tools/ship_real_data.py or tools/evolve_hadronic.py --ship)"
+            "with tools/ship_real_data.py or tools/ship_hadronic.py)"
         )
     shipped = _read(path, name, REAL_DATASETS[name])
     if variant == shipped.variant:
