@@ -978,8 +978,8 @@ def _data(reader: _Reader, theory: str | None) -> dict[str, Any]:
     elif theory_id is not _MISSING and theory_id != SHIPPED_THEORY_ID:
         reader.refuse(
             ("theory", "theoryid"),
-            f"{theory_id}: hyperscan ships theory {SHIPPED_THEORY_ID} (NLO DIS) only; give "
-            f"its theory_{theory_id} folder (--theory PATH)",
+            f"{theory_id}: hyperscan ships theory {SHIPPED_THEORY_ID} only (NLO DIS, LO "
+            f"hadronic); give its theory_{theory_id} folder (--theory PATH)",
         )
     datasets = []
     fractions: dict[float, list[int]] = {}
