@@ -74,6 +74,7 @@ __all__ = [
     "pdf_figure",
     "pdf_overview_figure",
     "plot_fit",
+    "sea_ratio_figure",
 ]
 
 EVOLUTION = "evolution"
@@ -452,6 +453,43 @@ def pdf_figure(fit: FitOutput, name: str, basis: str = EVOLUTION) -> Figure:
     return figure
 
 
+#: The x range of the d̄/ū figure: E866's pd/pp ratio reaches 0.015 < x < 0.35; above x ≈ 0.5
+#: both antiquarks vanish and their ratio is noise.
+_SEA_X = (1e-3, 0.5)
+
+
+def sea_ratio_figure(fit: FitOutput) -> Figure:
+    """d̄/ū at Q0, which DIS barely fixes and E866's pd/pp Drell–Yan ratio measures: a fit with
+    the hadronic sets against one without shows what they constrain (docs/hadronic.md)."""
+    names, values = fit.pdfs(PHYSICAL)
+    keep = (fit.x >= _SEA_X[0]) & (fit.x <= _SEA_X[1])
+    x, used = fit.x[keep], values[fit.used][:, keep]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = used[:, :, names.index("dbar")] / used[:, :, names.index("ubar")]
+    ratio[~np.isfinite(ratio)] = np.nan  # a ū through zero: that member has no ratio there
+    q16, q50, q84 = np.nanquantile(ratio, (0.16, 0.5, 0.84), axis=0)
+    figure = new_figure(7.0, 4.4)
+    ax = figure.subplots()
+    ax.fill_between(x, q16, q84, color=BAND, alpha=0.35, lw=0, label="68% of members")
+    ax.plot(x, q50, color=BAND, lw=1.6, label="median")
+    curves = [q16, q84]
+    truth = fit.truth(PHYSICAL)
+    if truth is not None:
+        true_ratio = truth[keep, names.index("dbar")] / truth[keep, names.index("ubar")]
+        ax.plot(x, true_ratio, color=TRUTH, lw=1.3, ls="--", label="truth (toy PDF)")
+        curves.append(true_ratio)
+    ax.axhline(1.0, color="0.3", lw=0.6)
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(*_SEA_X)
+    ax.set_ylim(*_limits(*curves))
+    ax.set_xlabel(_X_AXIS)
+    ax.set_ylabel(r"$\bar d / \bar u$ at $Q_0$")
+    ax.legend(loc="best")
+    ax.set_title(f"Light-sea asymmetry — {_title(fit)}", fontsize=9.5, wrap=True)
+    return figure
+
+
 # --------------------------------------------------------------------------- chi2
 
 
@@ -632,6 +670,7 @@ def fit_figures(fit: FitOutput) -> dict[str, Figure]:
         figures["pdfs_100GeV.png"] = evolved_figure(fit.evolved, _title(fit))
         if fit.evolved.truth is not None:
             figures["pdfs_100GeV_ratio_to_truth.png"] = truth_ratio_figure(fit.evolved, _title(fit))
+    figures["dbar_over_ubar.png"] = sea_ratio_figure(fit)
     figures["chi2_datasets.png"] = dataset_chi2_figure(fit)
     if fit.history is not None:
         figures["training_history.png"] = history_figure(fit)
@@ -643,7 +682,8 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
 
     ``pdfs_evolution.png`` / ``pdfs_physical.png`` (all flavours at Q0),
     ``pdf_<basis>_<flavour>.png`` (one flavour with members, and the pull to the truth for
-    closure fits), ``chi2_datasets.png`` and ``training_history.png``; with an LHAPDF set (after
+    closure fits), ``dbar_over_ubar.png`` (the light-sea asymmetry at Q0),
+    ``chi2_datasets.png`` and ``training_history.png``; with an LHAPDF set (after
     ``hyperscan evolve``), ``pdfs_100GeV.png`` and, for a closure fit, its ratio to the evolved
     truth ``pdfs_100GeV_ratio_to_truth.png``.
     """

@@ -30,6 +30,7 @@ from hyperscan.report._fit_plots import (
     history_figure,
     pdf_figure,
     pdf_overview_figure,
+    sea_ratio_figure,
 )
 from hyperscan.report._style import BAND, HELD_OUT, png_bytes, style
 
@@ -43,6 +44,7 @@ TINY = {
 TRUTH_LABEL = "truth (toy PDF)"
 EXPECTED = (
     ["pdfs_evolution.png", "pdfs_physical.png", "chi2_datasets.png", "training_history.png"]
+    + ["dbar_over_ubar.png"]
     + [f"pdf_evolution_{name}.png" for name in FIT_BASIS]
     + [f"pdf_physical_{name}.png" for name in PHYSICAL_PLOTTED]
 )
@@ -105,6 +107,23 @@ def _truth_lines(figure):
     return [
         line for ax in figure.axes for line in ax.get_lines() if line.get_label() == TRUTH_LABEL
     ]
+
+
+def test_the_light_sea_asymmetry_is_the_members_dbar_over_ubar(fitdir):
+    """The Les Houches toy's d̄/ū is 1/(1 − x); the median line is the members' median ratio."""
+    fit = load_fit(fitdir)
+    with style():
+        figure = sea_ratio_figure(fit)
+        [truth] = _truth_lines(figure)
+        x = truth.get_xdata()
+        assert x.min() >= 1e-3 and x.max() <= 0.5 and x.size > 10
+        np.testing.assert_allclose(truth.get_ydata(), 1.0 / (1.0 - x), rtol=1e-10)
+        [median] = [line for line in figure.axes[0].get_lines() if line.get_label() == "median"]
+        names, values = fit.pdfs(PHYSICAL)
+        keep = np.isin(fit.x, x)
+        used = values[fit.used][:, keep]
+        ratio = used[:, :, names.index("dbar")] / used[:, :, names.index("ubar")]
+        np.testing.assert_allclose(median.get_ydata(), np.median(ratio, axis=0), rtol=1e-12)
 
 
 def test_closure_truth_is_drawn(fitdir):
