@@ -112,11 +112,10 @@ def evolve(grid_path: Path, eko_path: Path, out: Path, theory: dict) -> None:
 
 
 class _Toy:
-    """The toy PDF as ekobox.apply wants it (an LHAPDF-like object), without bottom at Q0:
-    pineko optimises the FK tables for Nf4Ind, which drops the b and t of the PDF at Q0."""
+    """The toy PDF at Q0 as ekobox.apply wants it (an LHAPDF-like object)."""
 
     def xfxQ2(self, pid: int, x: float, q2: float) -> float:  # noqa: N802 (LHAPDF's name)
-        return build_hadronic.toy_xfx(pid, x, q2) if abs(pid) < 5 else 0.0
+        return build_hadronic.toy_xfx_at_q0(pid, x, q2)
 
     def hasFlavor(self, pid: int) -> bool:  # noqa: N802
         return pid in (*range(-6, 7), 21, 22)

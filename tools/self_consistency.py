@@ -45,6 +45,9 @@ import numpy as np
 
 from hyperscan.pdfset import log_bicubic
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is not a package
+from build_hadronic import toy_xfx_at_q0  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "tools" / "self_consistency"
 GRIDS = HERE / "grids"
@@ -390,11 +393,8 @@ def toy_at_q0(x: np.ndarray) -> np.ndarray:
     """(14, n_x) the same toy at Q0 in FK_BASIS, what the FK tables act on."""
     from hyperscan.data import LHA_BASIS, fk_to_lha_rotation
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    from build_hadronic import toy_xfx
-
     pdg = [PDG.get(label, 22) for label in LHA_BASIS]
-    lha = np.array([[toy_xfx(p, xi, 0.0) if abs(p) < 5 else 0.0 for xi in x] for p in pdg])
+    lha = np.array([[toy_xfx_at_q0(p, xi, 0.0) for xi in x] for p in pdg])
     return np.linalg.solve(fk_to_lha_rotation(6), lha)
 
 

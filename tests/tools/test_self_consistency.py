@@ -238,10 +238,7 @@ def test_hadronic_grid_times_evolved_toy_gives_the_fk_tables_predictions(dataset
 
 def _not_evolved(toy):
     """The grids convolved with the toy at Q0, whatever their scale."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from build_hadronic import toy_xfx
-
-    return lambda table: lambda pid, x, q2: toy_xfx(pid, x, q2) if abs(pid) < 5 else 0.0
+    return lambda table: sc.toy_xfx_at_q0
 
 
 def _swapped(toy):
