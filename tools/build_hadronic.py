@@ -329,6 +329,19 @@ def _w_table(name: str, charge: int) -> Table:
     )
 
 
+def _z_rapidity(name: str, dataset: str, m_lo: int, m_hi: int) -> Table:
+    return Table(
+        name,
+        dataset,
+        f"d sigma(Z/gamma* -> e+e-)/dy [pb], {m_lo} < M_ee < {m_hi} GeV, per unit y (y > 0)",
+        lambda k: MZ**2,
+        tuple(
+            Channel(dy_channels("ppbar", (q,)), z_rapidity(q, float(m_lo), float(m_hi)))
+            for q in (*UP, *DOWN)
+        ),
+    )
+
+
 def _e866(name: str, dataset: str, beam: str) -> Table:
     target = {"pp": "proton", "pd": "deuteron per nucleon, (p + n)/2 by isospin"}[beam]
     return Table(
@@ -346,26 +359,13 @@ TABLES: dict[str, Table] = {
         _e866("DYE866R_D", "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO", "pd"),
         _e866("DYE866R_P", "DYE866_Z0_800GEV_DW_RATIO_PDXSECRATIO", "pp"),
         _e866("DYE866P", "DYE866_Z0_800GEV_PXSEC", "pp"),
-        Table(
+        _z_rapidity(
             "CDFZRAP_NEW-CDF_ZRAP_MCgrid_500M_last_two_bins_combined",
             "CDF_Z0_1P96TEV_ZRAP",
-            "d sigma(Z/gamma* -> e+e-)/dy [pb], 66 < M_ee < 116 GeV, per unit y (y > 0)",
-            lambda k: MZ**2,
-            tuple(
-                Channel(dy_channels("ppbar", (q,)), z_rapidity(q, 66.0, 116.0))
-                for q in (*UP, *DOWN)
-            ),
+            66,
+            116,
         ),
-        Table(
-            "D0ZRAP-D0_ZRAP_MCgrid_500M",
-            "D0_Z0_1P96TEV_ZRAP",
-            "d sigma(Z/gamma* -> e+e-)/dy [pb], 71 < M_ee < 111 GeV, per unit y (y > 0)",
-            lambda k: MZ**2,
-            tuple(
-                Channel(dy_channels("ppbar", (q,)), z_rapidity(q, 71.0, 111.0))
-                for q in (*UP, *DOWN)
-            ),
-        ),
+        _z_rapidity("D0ZRAP-D0_ZRAP_MCgrid_500M", "D0_Z0_1P96TEV_ZRAP", 71, 111),
         Table(
             "D0ZRAP-D0_ZNORM_MCgrid_500M",
             "D0_Z0_1P96TEV_ZRAP",
