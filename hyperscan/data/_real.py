@@ -273,7 +273,9 @@ def _hadronic_table(path: Path, z: Mapping[str, np.ndarray], k: int) -> FkTable:
     return _table(path, fk, xgrid, pairs)
 
 
-def _table(path: Path, fk: np.ndarray, xgrid: np.ndarray, pairs: np.ndarray | None = None):
+def _table(
+    path: Path, fk: np.ndarray, xgrid: np.ndarray, pairs: np.ndarray | None = None
+) -> FkTable:
     try:
         return FkTable(fk, np.asarray(xgrid, dtype=np.float64), pairs)
     except ValueError as err:
