@@ -1,10 +1,11 @@
 """Theory folders built by the tests: small PineAPPL FK tables with known entries.
 
-The hadronic tables are made with PineAPPL's own Python API (pineappl 1.5), so the reader is
-tested on real PineAPPL files with no download. Their numbers are made up (smooth, positive),
-not physics, scaled so that the toy PDF predicts each dataset's measured values: the tests
-check that each table and operation is read and computed as validphys does, not what Drell–Yan
-looks like. The DIS tables are the shipped ones, from ../shared/data.
+The hadronic tables are made with PineAPPL's own Python API (pineappl 1.5, through
+``hyperscan.data._fk_writer``), so the reader is tested on real PineAPPL files with no
+download. Their numbers are made up (smooth, positive), not physics, scaled so that the toy PDF
+predicts each dataset's measured values: the tests check that each table and operation is read
+and computed as validphys does, not what Drell–Yan looks like. The DIS tables are the shipped
+ones, from ../shared/data.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from hyperscan.data import fit_to_fk_rotation, toy_pdf
 from hyperscan.data._commondata import read_commondata
+from hyperscan.data._fk_writer import write_fk_table
 from hyperscan.data._theory import EVOLUTION_PIDS
 from hyperscan.runcard.real_datasets import commondata_files
 
@@ -35,69 +37,6 @@ POSITIVITY = "NNPDF_POS_2P24GEV_DYU"
 #: Flavour pairs of the made-up hadronic tables, in PineAPPL's evolution-basis ids.
 PAIRS = ((100, 100), (21, 21), (100, 21), (200, 200))
 XGRID = np.geomspace(2e-3, 0.9, 9)
-
-
-def _interpolation(lo: float, hi: float, nodes: int, on_x: bool):
-    from pineappl.interpolation import (
-        Interp,
-        InterpolationMethod,
-        MappingMethod,
-        ReweightingMethod,
-    )
-
-    return Interp(
-        min=lo,
-        max=hi,
-        nodes=nodes,
-        order=3,
-        reweight_meth=ReweightingMethod.ApplGridX if on_x else ReweightingMethod.NoReweight,
-        map=MappingMethod.ApplGridF2 if on_x else MappingMethod.ApplGridH0,
-        interpolation_meth=InterpolationMethod.Lagrange,
-    )
-
-
-def write_fk_table(
-    path: Path,
-    channels: list[tuple[int, ...]],
-    xgrid: np.ndarray,
-    values: np.ndarray,
-    q0: float = Q0,
-    evolution_basis: bool = True,
-) -> None:
-    """An FK table file of ``values`` (bins, channels, n_x[, n_x]) on ``xgrid`` (ascending)
-    at Q0 = ``q0``: one PDF per pid in each channel tuple, the PDFs of unpolarised protons."""
-    from pineappl.boc import BinsWithFillLimits, Channel, Kinematics, Order, ScaleFuncForm, Scales
-    from pineappl.convolutions import Conv, ConvType
-    from pineappl.fk_table import FkTable
-    from pineappl.grid import Grid
-    from pineappl.pids import PidBasis
-    from pineappl.subgrid import ImportSubgridV1
-
-    n_conv = len(channels[0])
-    proton = Conv(convolution_types=ConvType(polarized=False, time_like=False), pid=2212)
-    grid = Grid(
-        pid_basis=PidBasis.Evol if evolution_basis else PidBasis.Pdg,
-        channels=[Channel([(list(c), 1.0)]) for c in channels],
-        orders=[Order(0, 0, 0, 0, 0)],
-        bins=BinsWithFillLimits.from_fill_limits(
-            fill_limits=[float(i) for i in range(values.shape[0] + 1)]
-        ),
-        convolutions=[proton] * n_conv,
-        interpolations=[_interpolation(1e2, 1e8, 40, False)]
-        + [_interpolation(2e-7, 1.0, 50, True)] * n_conv,
-        kinematics=[Kinematics.Scale(0)] + [Kinematics.X(i) for i in range(n_conv)],
-        scale_funcs=Scales(
-            ren=ScaleFuncForm.Scale(0), fac=ScaleFuncForm.Scale(0), frg=ScaleFuncForm.NoScale(0)
-        ),
-    )
-    x = np.asarray(xgrid, dtype=float)
-    for b in range(values.shape[0]):
-        for c in range(len(channels)):
-            subgrid = ImportSubgridV1(
-                array=values[b, c][None, ...], node_values=[np.array([q0 * q0])] + [x] * n_conv
-            )
-            grid.set_subgrid(0, b, c, subgrid.into())
-    FkTable(grid).write_lz4(str(path))
 
 
 def made_up_values(n: int, seed: int) -> np.ndarray:
@@ -145,12 +84,12 @@ def build_theory_folder(root: Path, hadronic: tuple[str, ...] = HADRONIC) -> Pat
         base = made_up_values(files.ndata, seed)
         for (table,), target in zip(files.fk_tables, targets, strict=True):
             values = base * (target / _toy_predictions(base))[:, None, None, None]
-            write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values)
+            write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values, Q0)
     files = commondata_files(POSITIVITY, None)
     ((table,),) = files.fk_tables
     values = made_up_values(files.ndata, len(hadronic))
     values = values / _toy_predictions(values)[:, None, None, None]
-    write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values)
+    write_fk_table(fastkernel / f"{table}.pineappl.lz4", list(PAIRS), XGRID, values, Q0)
     return folder
 
 

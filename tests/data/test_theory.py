@@ -12,10 +12,10 @@ from _theory_folder import (
     HADRONIC,
     PAIRS,
     POSITIVITY,
+    Q0,
     SHARED_DATA,
     XGRID,
     build_theory_folder,
-    write_fk_table,
 )
 
 from hyperscan.data import (
@@ -28,6 +28,7 @@ from hyperscan.data import (
     toy_pdf,
 )
 from hyperscan.data._cuts import DEFAULT_MAX_TAU
+from hyperscan.data._fk_writer import write_fk_table
 from hyperscan.data._theory import (
     EVOLUTION_PIDS,
     converted_table,
@@ -203,7 +204,7 @@ def test_a_ratio_denominator_padded_with_empty_rows_is_its_first_row(theory_fold
     shutil.copytree(theory_folder, folder)
     total = np.zeros((15, len(PAIRS), XGRID.size, XGRID.size))
     total[0] = 1.0
-    write_fk_table(folder / "fastkernel" / "DYE866R_P.pineappl.lz4", list(PAIRS), XGRID, total)
+    write_fk_table(folder / "fastkernel" / "DYE866R_P.pineappl.lz4", list(PAIRS), XGRID, total, Q0)
     dataset = theory_dataset(find_theory(folder), name, None)
     assert [t.n_data for t in dataset.tables] == [15, 1]
     numerator, denominator = (t.predictions(_toy_fk_basis(XGRID)) for t in dataset.tables)
@@ -230,7 +231,9 @@ def test_an_operand_of_several_tables_is_their_concatenation(tmp_path) -> None:
     for name in ("A", "B"):
         shape = (sizes[name], len(pairs[name]), grids[name].size, grids[name].size)
         values[name] = rng.uniform(0.5, 1.5, size=shape)
-        write_fk_table(fastkernel / f"{name}.pineappl.lz4", pairs[name], grids[name], values[name])
+        write_fk_table(
+            fastkernel / f"{name}.pineappl.lz4", pairs[name], grids[name], values[name], Q0
+        )
     files = replace(
         commondata_files("DYE605_Z0_38P8GEV_DW_PXSEC", None),
         fk_tables=(("A", "B"),),
@@ -304,7 +307,7 @@ def test_a_table_at_another_q0_or_in_another_basis_is_refused(theory_folder, tmp
     write_fk_table(table, list(PAIRS), XGRID, values, q0=1.0)
     with pytest.raises(RealDataError, match="its Q0 is 1 GeV, the theory card's 1.65 GeV"):
         real_problem(["DYE605_Z0_38P8GEV_DW_PXSEC"], theory=folder)
-    write_fk_table(table, [(2, -2), (21, 21)], XGRID, values[:, :2], evolution_basis=False)
+    write_fk_table(table, [(2, -2), (21, 21)], XGRID, values[:, :2], Q0, evolution_basis=False)
     with pytest.raises(RealDataError, match=r"flavours \[-2, 2\] are not the evolution basis"):
         real_problem(["DYE605_Z0_38P8GEV_DW_PXSEC"], theory=folder)
 

@@ -3,7 +3,7 @@
 
 The theory folder of ``_theory_folder.py`` (the shipped DIS tables, made-up PineAPPL tables of
 a NULL, a RATIO and an ASY Drell–Yan dataset) is given to validphys through a profile of its
-own (``NNPDF_PROFILE_PATH``; the peer venv is not touched), and ``_validphys_predictions.py``
+own (``NNPDF_PROFILE_PATH``; the peer venv is not touched), and ``tools/validphys_predictions.py``
 in the peer kit's venv returns validphys's internal cuts, central predictions of the toy PDF
 set ``HyperscanToyLH``, experimental covariance, and the PDF values it convolves (x·f at the
 tables' Q0 in the FK basis, on each table's x grid). hyperscan, given those PDF values, must
@@ -33,7 +33,7 @@ from hyperscan.data._tables import on_grid
 from hyperscan.data._theory import find_theory, theory_dataset
 from hyperscan.runcard import DEFAULT_Q2MIN, DEFAULT_W2MIN
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
 PDF = "HyperscanToyLH"
 #: The kit's NLO theory (its card in the theory folder and in the peer's nnpdf_data), and
 #: NNPDF4.0's NNLO theory (the card both nnpdf-data installs ship) on the same tables.
@@ -82,7 +82,7 @@ def validphys(peer: Path, share: Path) -> dict[str, np.ndarray]:
     profile_path.write_text(yaml.safe_dump(profile))
     target = share / "validphys.npz"
     run_in_peer(
-        HERE / "_validphys_predictions.py",
+        ROOT / "tools" / "validphys_predictions.py",
         PDF,
         target,
         "--theories",

@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run in the n3fit 4.1.5 peer venv: validphys's cuts, predictions and covariance of datasets.
 
-usage: python _validphys_predictions.py PDF OUT.npz --theories ID... --datasets NAME...
+usage: python tools/validphys_predictions.py PDF OUT.npz --theories ID...
+           --datasets NAME[:VARIANT]...
 (with ``source <venv>/peer.env`` and NNPDF_PROFILE_PATH pointing at a profile whose theories
 folder holds theory_<ID> for each ID)
 
-For each theory t and dataset i (default variant, ``use_cuts: internal``, validphys's default
-q2min/w2min) test_vs_validphys.py gets, as validphys computes them, under ``<t>_<i>_``:
+For each theory t and dataset i (its variant, or the default one; ``use_cuts: internal``,
+validphys's default q2min/w2min) tests/data/test_vs_validphys.py and benchmarks/vs_n3fit.py get,
+as validphys computes them, under ``<t>_<i>_``:
 
 * ``cuts``: the 0-based indices of the points the internal cuts keep;
 * ``predictions``: ``validphys.convolution.central_predictions`` with PDF, after cuts;
@@ -34,8 +36,10 @@ from validphys.covmats import covmat_from_systematics
 from validphys.pdfbases import evolution
 
 
-def _dataset(pdf, theory_id: int, name: str) -> dict[str, np.ndarray]:
-    inputs = {"dataset_input": {"dataset": name}, "theoryid": theory_id, "use_cuts": "internal"}
+def _dataset(pdf, theory_id: int, spec: str) -> dict[str, np.ndarray]:
+    name, _, variant = spec.partition(":")
+    dataset_input = {"dataset": name} | ({"variant": variant} if variant else {})
+    inputs = {"dataset_input": dataset_input, "theoryid": theory_id, "use_cuts": "internal"}
     dataset = API.dataset(**inputs)
     out = {
         "cuts": np.asarray(dataset.cuts.load(), dtype=np.int64),
