@@ -1,17 +1,23 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""hyperscan side by side with n3fit 4.1.5 on the same real DIS data, in one run.
+"""hyperscan side by side with n3fit 4.1.5 on the same real data, in one run.
 
-    python benchmarks/vs_n3fit.py [--replicas 16] [--epochs 2000] [--trials 4] [--peer DIR]
+    python benchmarks/vs_n3fit.py [--data dis|dis+hadronic] [--replicas 16] [--epochs 2000]
+                                  [--trials 4] [--peer DIR]
 
 n3fit runs through the offline kit in ../shared/peer (installed into ``--peer`` by its
-``setup.sh`` when missing: ~3.1 GB, PyPI needed once). Both codes fit the 7 shipped NLO DIS
-datasets (976 points after cuts) with the same architecture (2-25-20-8 tanh, glorot_normal,
-Nadam lr 1e-3, clipnorm 1), preprocessing ranges, training fraction 0.75, patience 0.3,
-t0 covariance from the toy PDF, R replicas in one batched model, at most E epochs. Printed:
+``setup.sh`` when missing: ~3.1 GB, PyPI needed once). Both codes fit the shipped datasets of
+``--data`` (a preset of ``data.real.datasets``: the 7 NLO DIS datasets, 976 points after cuts,
+or those and the 5 LO hadronic ones, 1145) with the same architecture (2-25-20-8 tanh,
+glorot_normal, Nadam lr 1e-3, clipnorm 1), preprocessing ranges, training fraction 0.75,
+patience 0.3, t0 covariance from the toy PDF, R replicas in one batched model, at most E
+epochs. The kit installs only the DIS tables: for the hadronic ones the script writes the
+shipped arrays into the peer's theory folder (tools/hadronic_theory_folder.py), then checks that
+validphys predicts, from the toy PDF set, what hyperscan predicts from the same PDF values
+(1e-10, every dataset) and keeps the same points. Printed:
 
 * fit: wall time as a user sees it (n3fit: ``vp-setupfit`` + ``n3fit``; hyperscan:
   ``hyperscan fit`` with an empty compilation cache), training-loop time, time per
-  replica-epoch, peak RSS, and χ² per point;
+  replica-epoch, peak RSS, and χ² per point, in all and per dataset;
 * scan: n trials of ``n3fit --hyperopt`` (the kit's 2-dataset, 2-fold card) against n trials of
   ``hyperscan scan`` with the same space, folds and single thread, wall time per trial.
 
@@ -41,13 +47,29 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from hyperscan.data import Problem, experimental_chi2, grid_predictions, real_problem
-from hyperscan.data._flavours import FK_BASIS, _physical_to_evolution
+from hyperscan.data import (
+    FK_BASIS,
+    REAL_DATASETS,
+    Problem,
+    experimental_chi2,
+    grid_predictions,
+    real_problem,
+)
+from hyperscan.data._flavours import _physical_to_evolution
+from hyperscan.data._tables import on_grid
+from hyperscan.runcard.real_datasets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = ROOT.parent / "shared" / "peer"
 FIT_STUDY = ROOT / "studies" / "dis-nlo.yml"
 HYPERSCAN = Path(sys.executable).parent / "hyperscan"
+THEORY_FOLDER_TOOL = ROOT / "tools" / "hadronic_theory_folder.py"
+VALIDPHYS_TOOL = ROOT / "tools" / "validphys_predictions.py"
+THEORY_ID = 99000001
+#: The kit's toy LHAPDF set (setup.sh): the PDF of the prediction check.
+TOY_SET = "HyperscanToyLH"
+#: Predictions of the same PDF by validphys and hyperscan agree to this (relative).
+SAME_PREDICTIONS = 1e-10
 # hyperscan's 9 evolution functions (_physical_to_evolution rows) and their FK-basis rows.
 EVOLUTION_9 = ("Sigma", "g", "V", "V3", "V8", "V15", "T3", "T8", "T15")
 PHYSICAL = ("U", "UBAR", "D", "DBAR", "S", "SBAR", "C", "CBAR", "GLUON")
@@ -130,17 +152,92 @@ def run_peer(card: Path, args: str, peer: Path, kit: Path, work: Path) -> dict[s
     return steps
 
 
-def peer_card(kit: Path, name: str, work: Path, epochs: int | None = None) -> Path:
+def peer_card(
+    kit: Path, name: str, work: Path, epochs: int | None = None, more: tuple[str, ...] = ()
+) -> Path:
+    """The kit's card ``name``, with ``epochs`` and the shipped datasets ``more`` added to its
+    ``dataset_inputs`` (at its training fraction, in their shipped variants)."""
     text = (kit / "runcards" / f"{name}.yml").read_text()
     if epochs is not None:
         text, count = re.subn(r"(?m)^(  epochs:) \d+", rf"\1 {epochs}", text)
         if count != 1:
             sys.exit(f"cannot set the epochs of {name}.yml: the kit's card changed")
+    if more:
+        lines = "".join(
+            f"- {{dataset: {n}"
+            + ("" if REAL_DATASETS[n] is None else f", variant: {REAL_DATASETS[n]}")
+            + ", frac: 0.75}\n"
+            for n in more
+        )
+        text, count = re.subn(r"(?m)^(?=genrep:)", lines, text)
+        if count != 1:
+            sys.exit(f"cannot add datasets to {name}.yml: the kit's card changed")
     cards = work / "cards"  # run.sh copies the card into the work folder itself
     cards.mkdir(exist_ok=True)
     card = cards / f"n3fit_{name}.yml"
     card.write_text(text)
     return card
+
+
+def peer_theory_folder(peer: Path) -> Path:
+    """theory_<ID> in the peer's share folder, where validphys and n3fit look for tables."""
+    profile = yaml.safe_load((peer / "nnprofile.yaml").read_text())
+    return Path(profile["nnpdf_share"]) / profile["theories_path"] / f"theory_{THEORY_ID}"
+
+
+def install_hadronic(peer: Path, work: Path) -> None:
+    """The shipped hadronic tables, written into the peer's theory folder (the kit's setup.sh
+    installs the DIS ones only); written afresh each run, so they are the shipped arrays."""
+    log = work / "hadronic_theory_folder.log"
+    with log.open("w") as out:
+        run = subprocess.run(
+            [sys.executable, str(THEORY_FOLDER_TOOL), str(peer_theory_folder(peer))],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            check=False,
+        )
+    if run.returncode != 0:
+        sys.exit(f"writing the hadronic tables failed, see {log}:\n{log.read_text()[-2000:]}")
+
+
+def check_predictions(peer: Path, work: Path, specs: list[tuple[str, str | None]]) -> None:
+    """validphys (in the peer venv) and hyperscan predict the same from the same PDF values:
+    the kit's toy set, as validphys evaluates it on each table's x grid at Q0; and they keep
+    the same points. Exits when a dataset differs by more than SAME_PREDICTIONS."""
+    target = work / "validphys.npz"
+    names = [n if v is None else f"{n}:{v}" for n, v in specs]
+    command = (
+        f"source {peer / 'peer.env'} && python {VALIDPHYS_TOOL} {TOY_SET} {target} "
+        f"--theories {THEORY_ID} --datasets {' '.join(names)}"
+    )
+    log = work / "validphys.log"
+    with log.open("w") as out:
+        run = subprocess.run(
+            ["bash", "-c", command], stdout=out, stderr=subprocess.STDOUT, check=False
+        )
+    if run.returncode != 0:
+        sys.exit(f"validphys failed, see {log}:\n{log.read_text()[-2000:]}")
+    answers = dict(np.load(target))
+    print(f"  same PDF, same predictions (validphys 4.1.5 from {TOY_SET}, theory {THEORY_ID}):")
+    worst = 0.0
+    for i, (name, variant) in enumerate(specs):
+        answer = {
+            k.split("_", 2)[2]: v for k, v in answers.items() if k.startswith(f"{THEORY_ID}_{i}_")
+        }
+        (dataset,) = real_problem([{"dataset": name, "variant": variant}], t0=False).datasets
+        if dataset.n_data != answer["cuts"].size:
+            sys.exit(
+                f"{name}: hyperscan keeps {dataset.n_data} points, validphys {answer['cuts'].size}"
+            )
+        xf = np.zeros((len(FK_BASIS), dataset.xgrid.size))
+        for j in range(int(answer["operands"])):
+            xf[:, on_grid(dataset.xgrid, answer[f"xgrid_{j}"], name)] = answer[f"xf_{j}"]
+        ours, theirs = dataset.predictions(xf), answer["predictions"]
+        difference = float(np.max(np.abs(ours / theirs - 1.0)))
+        worst = max(worst, difference)
+        print(f"    {name:45}{dataset.n_data:>5} points   max |ratio - 1| {difference:.1e}")
+    if worst > SAME_PREDICTIONS:
+        sys.exit(f"the predictions differ by {worst:.1e} > {SAME_PREDICTIONS:.0e}")
 
 
 def n3fit_replicas(work: Path, card: Path) -> list[dict]:
@@ -192,9 +289,11 @@ def _cubic_in_log_x(nodes: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.
 def yardstick(
     problems: dict[str, Problem], grid_x: np.ndarray, xf14: np.ndarray
 ) -> dict[str, np.ndarray]:
+    """χ²/pt per member under each covariance, in all (key) and per dataset (key + "/")."""
     values = {}
     for name, problem in problems.items():
-        values[name] = experimental_chi2(problem, grid_predictions(problem, grid_x, xf14))[0]
+        total, per_dataset = experimental_chi2(problem, grid_predictions(problem, grid_x, xf14))
+        values[name], values[name + "/"] = total, per_dataset
     return values
 
 
@@ -202,9 +301,10 @@ def yardstick(
 # The fit comparison
 
 
-def hyperscan_fit_card(work: Path, replicas: int, epochs: int) -> Path:
+def hyperscan_fit_card(work: Path, replicas: int, epochs: int, data: str) -> Path:
     card = yaml.safe_load(FIT_STUDY.read_text())
     card["replicas"], card["epochs"] = replicas, epochs
+    card["data"]["real"]["datasets"] = data
     path = work / "hyperscan_fit.yml"
     path.write_text(yaml.safe_dump(card, sort_keys=False))
     return path
@@ -212,13 +312,22 @@ def hyperscan_fit_card(work: Path, replicas: int, epochs: int) -> Path:
 
 def compare_fits(args: argparse.Namespace, work: Path) -> None:
     r, e = args.replicas, args.epochs
+    specs = [(name, REAL_DATASETS[name]) for name in PRESETS[args.data]]
+    datasets = [{"dataset": name, "variant": variant} for name, variant in specs]
     problems = {
-        "t0": real_problem(t0=True),  # what both train with, and n3fit's reported "chi2"
-        "exp": real_problem(t0=False),
+        "t0": real_problem(datasets, t0=True),  # what both train with, n3fit's reported "chi2"
+        "exp": real_problem(datasets, t0=False),
     }
-    print(f"\n== Fit: 7 DIS datasets, {problems['t0'].n_data} points, R = {r}, ≤ {e} epochs")
+    print(
+        f"\n== Fit: {len(specs)} datasets ({args.data}), {problems['t0'].n_data} points, "
+        f"R = {r}, ≤ {e} epochs"
+    )
+    hadronic = tuple(name for name in PRESETS[args.data] if name not in PRESETS["dis"])
+    if hadronic:
+        install_hadronic(args.peer, work)
+    check_predictions(args.peer, work, specs)
 
-    card = hyperscan_fit_card(work, r, e)
+    card = hyperscan_fit_card(work, r, e, args.data)
     out = work / "hyperscan_fit"
     hs = measure(
         [str(HYPERSCAN), "fit", str(card), "-o", str(out), "--no-progress"],
@@ -234,7 +343,7 @@ def compare_fits(args: argparse.Namespace, work: Path) -> None:
     hs_epochs = document["steps"]
     print(f"  hyperscan done: {hs.wall:.0f} s", flush=True)
 
-    n3_card = peer_card(args.kit, "multi", work, epochs=e)
+    n3_card = peer_card(args.kit, "multi", work, epochs=e, more=hadronic)
     n3 = run_peer(n3_card, "1" if r == 1 else f"1 -r {r}", args.peer, args.kit, work)
     replicas = n3fit_replicas(work, n3_card)
     grid_x = pdfs["grid_x"]
@@ -285,6 +394,11 @@ def compare_fits(args: argparse.Namespace, work: Path) -> None:
     print(f"  {'':38}{'n3fit 4.1.5':>22}{'hyperscan':>22}{'n3fit ÷ hyperscan':>20}")
     for name, a, b, ratio in rows:
         print(f"  {name:38}{a:>22}{b:>22}{'' if ratio is None else f'{ratio:.1f}×':>20}")
+    print("\n  χ²/pt to the data per dataset, experimental covariance:")
+    print(f"  {'':38}{'points':>8}{'n3fit 4.1.5':>22}{'hyperscan':>22}")
+    for d, dataset in enumerate(problems["exp"].datasets):
+        n3, hs_d = stats(n3_chi2["exp/"][:, d]), stats(hs_chi2["exp/"][:, d])
+        print(f"  {dataset.name:38}{dataset.n_data:>8}{n3:>22}{hs_d:>22}")
     check = np.max(np.abs(n3_chi2["t0"] / n3_reported - 1.0))
     print(
         f"  check: n3fit's own chi2 per replica recomputed here from its exportgrid through "
@@ -411,6 +525,9 @@ def machine() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data", choices=sorted(PRESETS), default="dis", help="the shipped datasets both fit"
+    )
     parser.add_argument("--replicas", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=2000)
     parser.add_argument("--trials", type=int, default=4, help="scan trials; 0 skips the scan")

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from _exportgrids import N3FIT_LABELS, N3FIT_X, toy_exportgrid
 
-from hyperscan.data import experimental_chi2, grid_predictions, real_problem
-from hyperscan.runcard import load_scan_runcard
+from hyperscan.data import REAL_DATASETS, experimental_chi2, grid_predictions, real_problem
+from hyperscan.runcard import load_runcard, load_scan_runcard
+from hyperscan.runcard.real_datasets import PRESETS
 from hyperscan.scan._study import check_new_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,3 +82,23 @@ def test_a_failed_comparison_keeps_the_run_folder_its_message_points_to(
     (work,) = runs.iterdir()
     assert (work / "hs.log").read_text() == "what went wrong\n"
     assert f"the run folder {work} is kept" in capsys.readouterr().err
+
+
+def test_both_cards_of_the_hadronic_comparison_name_the_same_datasets(tmp_path, skip_or_fail_on_ci):
+    """n3fit's card gets the hadronic sets in their shipped variants beside the kit's DIS sets;
+    hyperscan's card takes the preset: the same 12 datasets, n3fit's at the kit's fraction."""
+    if not (KIT / "runcards" / "multi.yml").exists():
+        skip_or_fail_on_ci(
+            f"no n3fit peer kit at {KIT}", on_ci=f"the n3fit peer kit is missing at {KIT}"
+        )
+    bench = _benchmark()
+    hadronic = tuple(n for n in PRESETS["dis+hadronic"] if n not in PRESETS["dis"])
+    n3fit = yaml.safe_load(bench.peer_card(KIT, "multi", tmp_path, 300, more=hadronic).read_text())
+    assert n3fit["parameters"]["epochs"] == 300
+    inputs = {d["dataset"]: d for d in n3fit["dataset_inputs"]}
+    assert set(inputs) == set(REAL_DATASETS)
+    for name in hadronic:
+        assert inputs[name] == {"dataset": name, "variant": REAL_DATASETS[name], "frac": 0.75}
+    card = load_runcard(bench.hyperscan_fit_card(tmp_path, 16, 2000, "dis+hadronic"))
+    assert {d.dataset: d.variant for d in card.data.real.datasets} == REAL_DATASETS
+    assert (card.replicas, card.epochs) == (16, 2000)
