@@ -4,7 +4,10 @@ All DIS-like tables contract in one matrix product, their rotation to the fitted
 in once. A hadronic table takes the luminosity of its non-zero flavour pairs at its own x
 nodes per member, (M, P·n_x·n_x), and contracts it with the table in one matrix product,
 the table stored (n, P·n_x·n_x) and multiplied transposed: luminosity first, not the table
-with one PDF first, by measurement (docs/performance.md#hadronic-observables). Compound
+with one PDF first, by measurement (docs/performance.md#hadronic-observables). Its pairs are
+those of the fitted basis, each unordered pair once: the rotation is folded into the table and
+the (j, i) half added, transposed in x, onto the (i, j) half, which leaves 26–36 pairs of the
+51 in the FK basis of the shipped tables (both PDFs are a proton's). Compound
 observables (RATIO, ASY, ...) combine their tables' columns with validphys's operations, the
 same functions the host uses.
 """
@@ -32,9 +35,27 @@ class Observable:
 @dataclass(frozen=True)
 class _Hadronic:
     nodes: tf.Tensor  # (n_x,) the table's x nodes in the union grid
-    left: tf.Tensor  # (P, 8) rows of the fitted-to-FK rotation for each pair's first flavour
-    right: tf.Tensor  # (P, 8) ... and its second
+    left: tf.Tensor  # (P,) each pair's first fitted flavour
+    right: tf.Tensor  # (P,) ... and its second
     fk: tf.Tensor  # (n, P·n_x·n_x): multiplied transposed, which XLA's CPU GEMV runs 3x faster
+
+
+def fitted_pairs(table: FkTable, rotation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A hadronic table on the fitted basis's unordered flavour pairs: (P, 2) pairs i ≤ j and
+    (n, P, n_x, n_x) entries, in float64, that give its predictions from the fitted PDF g with
+    O_n = Σ_p Σ_αβ fk[n,p,α,β] g_i(x_α) g_j(x_β); pairs zero everywhere are left out.
+
+    ``rotation`` (14, 8) takes g to the FK basis: the table's entry for (a, b) goes to every
+    (i, j) with rotation[a, i]·rotation[b, j], then (j, i) to (i, j) with α and β swapped."""
+    left, right = rotation[table.pairs[:, 0]], rotation[table.pairs[:, 1]]  # (P_fk, 8)
+    full = np.einsum("pi,pj,npab->nijab", left, right, table.fk)
+    upper = np.triu_indices(rotation.shape[1])
+    folded = full + np.swapaxes(np.swapaxes(full, 1, 2), 3, 4)
+    diagonal = np.arange(rotation.shape[1])
+    folded[:, diagonal, diagonal] = full[:, diagonal, diagonal]
+    fk = folded[:, upper[0], upper[1]]  # (n, 36, n_x, n_x)
+    used = np.flatnonzero(np.any(fk != 0, axis=(0, 2, 3)))
+    return np.stack(upper, axis=1)[used], fk[:, used]
 
 
 class TableProducts:
@@ -117,12 +138,12 @@ class TableProducts:
         self, table: FkTable, xgrid: np.ndarray, rotation: np.ndarray, name: str
     ) -> _Hadronic:
         nodes = on_grid(xgrid, table.xgrid, name)
-        fk = table.fk.reshape(table.n_data, -1)
+        pairs, fk = fitted_pairs(table, rotation)
         return _Hadronic(
             tf.constant(nodes, tf.int32),
-            self._constant(rotation[table.pairs[:, 0]]),
-            self._constant(rotation[table.pairs[:, 1]]),
-            self._constant(fk),
+            tf.constant(pairs[:, 0], tf.int32),
+            tf.constant(pairs[:, 1], tf.int32),
+            self._constant(fk.reshape(table.n_data, -1)),
         )
 
     def __call__(self, pdf: tf.Tensor) -> tf.Tensor:
@@ -133,9 +154,9 @@ class TableProducts:
             used = flat if self._rows is None else tf.gather(flat, self._rows, axis=1)
             parts.append(used @ self._linear)
         for table in self._hadronic:
-            at_nodes = tf.gather(pdf, table.nodes, axis=1)  # (M, n_x, 8)
-            left = tf.einsum("mxk,pk->mpx", at_nodes, table.left)
-            right = tf.einsum("mxk,pk->mpx", at_nodes, table.right)
+            at_nodes = tf.transpose(tf.gather(pdf, table.nodes, axis=1), [0, 2, 1])  # (M, 8, n_x)
+            left = tf.gather(at_nodes, table.left, axis=1)  # (M, P, n_x)
+            right = tf.gather(at_nodes, table.right, axis=1)
             luminosity = left[:, :, :, None] * right[:, :, None, :]
             flat = tf.reshape(luminosity, [tf.shape(pdf)[0], -1])
             parts.append(tf.matmul(flat, table.fk, transpose_b=True))
