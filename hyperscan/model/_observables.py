@@ -68,16 +68,20 @@ class TableProducts:
         linear = [t for o in observables for t in o.tables if not t.hadronic]
         hadronic = [(t, o.name) for o in observables for t in o.tables if t.hadronic]
         self._rows, self._linear = self._used_rows(self._flat(linear, xgrid, rotation))
-        self._hadronic = tuple(self._pairs(t, xgrid, rotation, name) for t, name in hadronic)
-        # where each table's predictions sit in the raw output: DIS-like first, then hadronic,
-        # each kind in the observables' order
-        offsets = {False: 0, True: sum(t.n_data for t in linear)}
+        self._hadronic, starts = self._grouped(hadronic, xgrid, rotation)
+        # where each table's predictions sit in the raw output: DIS-like first, in the
+        # observables' order, then the hadronic products, table by table as _grouped put them
+        n_linear = sum(t.n_data for t in linear)
+        linear_start, hadronic_index = 0, 0
         combined = []
         for o in observables:
             columns = []
             for t in o.tables:
-                start = offsets[t.hadronic]
-                offsets[t.hadronic] = start + t.n_data
+                if t.hadronic:
+                    start = n_linear + starts[hadronic_index]
+                    hadronic_index += 1
+                else:
+                    start, linear_start = linear_start, linear_start + t.n_data
                 columns.append((start, start + t.n_data))
             combined.append((o.operation, tuple(columns)))
         self._combined = tuple(combined)
@@ -134,17 +138,37 @@ class TableProducts:
             return None, self._constant(fk)
         return tf.constant(used, tf.int32), self._constant(fk[used])
 
-    def _pairs(
-        self, table: FkTable, xgrid: np.ndarray, rotation: np.ndarray, name: str
-    ) -> _Hadronic:
-        nodes = on_grid(xgrid, table.xgrid, name)
-        pairs, fk = fitted_pairs(table, rotation)
-        return _Hadronic(
-            tf.constant(nodes, tf.int32),
-            tf.constant(pairs[:, 0], tf.int32),
-            tf.constant(pairs[:, 1], tf.int32),
-            self._constant(fk.reshape(table.n_data, -1)),
-        )
+    def _grouped(
+        self, hadronic: list[tuple[FkTable, str]], xgrid: np.ndarray, rotation: np.ndarray
+    ) -> tuple[tuple[_Hadronic, ...], list[int]]:
+        """The hadronic products, one per x grid: the tables on the same nodes (E866's three, a
+        W asymmetry's two and a Z rapidity's) share one luminosity on the union of their pairs
+        and one matrix product, their rows one after another. Also each table's first row in
+        the products' output."""
+        groups: dict[bytes, list[int]] = {}
+        for i, (table, _) in enumerate(hadronic):
+            groups.setdefault(table.xgrid.tobytes(), []).append(i)
+        folded = [fitted_pairs(table, rotation) for table, _ in hadronic]
+        products, starts, offset = [], [0] * len(hadronic), 0
+        for members in groups.values():
+            pairs = np.unique(np.concatenate([folded[i][0] for i in members]), axis=0)
+            blocks = []
+            for i in members:
+                own, fk = folded[i]
+                block = np.zeros((fk.shape[0], len(pairs), *fk.shape[2:]))
+                block[:, [pairs.tolist().index(p) for p in own.tolist()]] = fk
+                blocks.append(block.reshape(fk.shape[0], -1))
+                starts[i], offset = offset, offset + fk.shape[0]
+            table, name = hadronic[members[0]]
+            products.append(
+                _Hadronic(
+                    tf.constant(on_grid(xgrid, table.xgrid, name), tf.int32),
+                    tf.constant(pairs[:, 0], tf.int32),
+                    tf.constant(pairs[:, 1], tf.int32),
+                    self._constant(np.concatenate(blocks)),
+                )
+            )
+        return tuple(products), starts
 
     def __call__(self, pdf: tf.Tensor) -> tf.Tensor:
         """pdf (M, X, 8), x·f in the fitted basis on the union grid → (M, N)."""

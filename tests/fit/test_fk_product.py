@@ -54,7 +54,9 @@ def test_predictions_and_positivity_are_each_tables_own(make_card, size):
 
 def test_a_hadronic_table_on_the_fitted_basis_pairs_predicts_as_on_the_fk_basis_pairs():
     """The shipped hadronic tables, folded onto the fitted basis's unordered pairs (fewer
-    entries: 26–36 pairs of 51), predict what the host does from the FK-basis tables, float64."""
+    entries: 26–36 pairs of 51) and multiplied by x grid (E866's 3 tables in one product, the
+    W asymmetry's 2 and CDF's Z rapidity in another, D0's 2 apart), predict what the host does
+    from the FK-basis tables, float64."""
     datasets = [{"dataset": k, "variant": v} for k, v in HADRONIC_DATASETS.items()]
     problem = real_problem(datasets, t0=False)
     xgrid = np.unique(np.concatenate([d.xgrid for d in problem.datasets]))
@@ -73,6 +75,7 @@ def test_a_hadronic_table_on_the_fitted_basis_pairs_predicts_as_on_the_fk_basis_
         axis=1,
     )
     np.testing.assert_allclose(products(tf.constant(pdf)).numpy(), expected, rtol=1e-10)
+    assert len(products._hadronic) == 4
     for table in (t for d in problem.datasets for t in d.tables):
         pairs, fk = fitted_pairs(table, fit_to_fk_rotation())
         assert np.all(pairs[:, 0] <= pairs[:, 1])
