@@ -12,8 +12,12 @@ storage proxy (``optuna.storages.run_grpc_proxy_server``) in a subprocess on a l
 in front of hyperscan's PostgreSQL storage, the workers ``GrpcStorageProxy`` clients.
 
 Every run makes a fresh scratch database on 127.0.0.1 (or uses --url), stops by itself at the
-budget or --duration-limit, and prints what it measured as JSON. Threads share one GIL: the
-sampler's CPU time is serialised across workers here, as it is not across worker processes.
+budget or --duration-limit, and prints what it measured as JSON. ``--prefill N`` first adds N
+finished trials (drawn parameters and values, the simulated trials' attributes), as a study
+that a long scan has grown to: what an ask costs at 5 000 or 20 000 trials is measured without
+running them; they count in the budget (--trials), as a study's earlier trials do. Threads
+share one GIL: the sampler's CPU time is serialised across workers here, as it is not across
+worker processes.
 
     PYTHONPATH=. python benchmarks/load_sim.py --workers 50 --slots 8 --trials 1000
 """
@@ -52,6 +56,47 @@ ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 
 # --- the stand-ins: the fit and its score ----------------------------------------------------
 
+#: The simulated search space: four parameters, as a small scan space makes them.
+SPACE = {
+    "lr": optuna.distributions.FloatDistribution(1e-5, 1e-1, log=True),
+    "width": optuna.distributions.IntDistribution(8, 64),
+    "dropout": optuna.distributions.FloatDistribution(0.0, 0.3),
+    "activation": optuna.distributions.CategoricalDistribution(["tanh", "gelu", "sigmoid"]),
+}
+#: The attributes a simulated trial records when it finishes, as a real trial records a few.
+RECORDED = ("chi2_train", "chi2_valid", "seconds")
+
+
+def drawn_value(params: dict[str, Any], rng: np.random.Generator) -> float:
+    """A trial's value: smooth in its parameters, with noise, so that TPE has something to
+    learn."""
+    return float((np.log10(params["lr"]) + 3) ** 2 + params["dropout"] + rng.normal(0, 0.1))
+
+
+def prefill(study: optuna.Study, count: int, rng: np.random.Generator) -> float:
+    """``count`` finished trials added to ``study`` (drawn from SPACE, values and attributes as
+    simulated trials record them); the seconds it took."""
+    started = time.perf_counter()
+    trials = []
+    for _ in range(count):
+        params = {
+            "lr": float(10 ** rng.uniform(-5, -1)),
+            "width": int(rng.integers(8, 65)),
+            "dropout": float(rng.uniform(0.0, 0.3)),
+            "activation": str(rng.choice(SPACE["activation"].choices)),
+        }
+        attrs = {"worker": "prefill"} | {key: float(rng.random()) for key in RECORDED}
+        trials.append(
+            optuna.trial.create_trial(
+                params=params,
+                distributions=SPACE,
+                value=drawn_value(params, rng),
+                user_attrs=attrs,
+            )
+        )
+    study.add_trials(trials)
+    return time.perf_counter() - started
+
 
 class SimObjective:
     """Objective's two halves without a runcard: four drawn values (the sampler's work, as a
@@ -66,11 +111,12 @@ class SimObjective:
 
     def start(self, trial: optuna.Trial) -> tuple[dict, None]:
         trial.set_user_attr("worker", threading.current_thread().name)
+        lr, width, dropout = SPACE["lr"], SPACE["width"], SPACE["dropout"]
         params = {
-            "lr": trial.suggest_float("lr", 1e-5, 1e-1, log=True),
-            "width": trial.suggest_int("width", 8, 64),
-            "dropout": trial.suggest_float("dropout", 0.0, 0.3),
-            "activation": trial.suggest_categorical("activation", ["tanh", "gelu", "sigmoid"]),
+            "lr": trial.suggest_float("lr", lr.low, lr.high, log=True),
+            "width": trial.suggest_int("width", width.low, width.high),
+            "dropout": trial.suggest_float("dropout", dropout.low, dropout.high),
+            "activation": trial.suggest_categorical("activation", SPACE["activation"].choices),
         }
         self.probe.asked(trial.number)  # the sampler's time for this trial, ask to last suggest
         return params, None
@@ -78,10 +124,9 @@ class SimObjective:
     def finish(self, trial, params, result, monitor, trash_reason=None):
         if result is None:
             return Ending.TRASHED, None
-        for key in ("chi2_train", "chi2_valid", "seconds"):  # as a real trial records a few
+        for key in RECORDED:
             trial.set_user_attr(key, float(self.rng.random()))
-        value = (np.log10(params["lr"]) + 3) ** 2 + params["dropout"] + self.rng.normal(0, 0.1)
-        return Ending.COMPLETE, [float(value)]
+        return Ending.COMPLETE, [drawn_value(params, self.rng)]
 
 
 class SimRunner:
@@ -385,15 +430,18 @@ def simulate(
     grace: int = 30,
     proxy_threads: int = 10,
     seed: int = 0,
+    prefilled: int = 0,
 ) -> dict[str, Any]:
-    """One run against the empty database at ``url``; what it measured."""
+    """One run against the empty database at ``url`` (``prefilled`` finished trials added
+    first); what it measured."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     logged = WarningCount()
     logging.getLogger().addHandler(logged)
     admin = open_storage(url, create=True, heartbeat_interval=heartbeat, grace_period=grace)
     name = f"sim-{uuid.uuid4().hex[:8]}"
-    optuna.create_study(study_name=name, storage=admin, direction="minimize")
+    created = optuna.create_study(study_name=name, storage=admin, direction="minimize")
+    prefill_seconds = prefill(created, prefilled, np.random.default_rng([seed, 2**31]))
     stop = threading.Event()
     probes = [Probe() for _ in range(workers)]
     errors: list[str] = []
@@ -463,6 +511,8 @@ def simulate(
         "workers": workers,
         "slots": slots,
         "trials_budget": trials,
+        "trials_prefilled": prefilled,
+        "prefill_s": round(prefill_seconds, 1),
         "trials_finished": finished,
         # exact: the budget reached, not passed; a run the time limit ended short of it
         # shows "budget_reached": false and must still show "over_budget": 0
@@ -495,7 +545,7 @@ def simulate(
         "postgres_cores": round(watch.postgres_cores, 2),
         "simulator_cores": round(sim_cores, 2),
         "proxy_cores": None if proxy_cores is None else round(proxy_cores, 2),
-        "trials_per_second": round(finished / wall, 2),
+        "trials_per_second": round((finished - prefilled) / wall, 2),
         "wall_s": round(wall, 1),
     }  # fmt: skip
 
@@ -513,12 +563,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--grace", type=int, default=30, help="stale after, s")
     parser.add_argument("--proxy-threads", type=int, default=10, help="gRPC server threads")
     parser.add_argument("--url", help="an empty PostgreSQL database (default: a scratch one)")
+    parser.add_argument(
+        "--prefill", type=int, default=0, help="finished trials in the study before the workers"
+    )
     args = parser.parse_args(argv)
+    if args.prefill >= args.trials:
+        parser.error(f"--prefill {args.prefill} leaves no trial of --trials {args.trials} to run")
     options = dict(
         workers=args.workers, slots=args.slots, trials=args.trials, storage=args.storage,
         duration_limit=args.duration_limit, trial_seconds=args.trial_seconds,
         sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
-        proxy_threads=args.proxy_threads,
+        proxy_threads=args.proxy_threads, prefilled=args.prefill,
     )  # fmt: skip
     if args.url:
         result = simulate(args.url, **options)

@@ -18,3 +18,22 @@ def test_simulated_workers_take_exactly_the_budget_on_postgres(postgres_url):
     assert result["workers_still_running_at_hard_end"] == 0
     assert result["ask"]["n"] >= 20 and result["tell"]["n"] == 20
     assert result["gate"]["n"] >= 20  # every take went through the budget's gate
+
+
+def test_a_prefilled_study_counts_its_trials_in_the_budget(postgres_url):
+    """30 finished trials first, a budget of 36: the workers take exactly 6 more."""
+    sim = load_benchmark("load_sim")
+    result = sim.simulate(
+        postgres_url,
+        workers=2,
+        slots=2,
+        trials=36,
+        duration_limit=20,
+        trial_seconds=0.2,
+        prefilled=30,
+    )
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["trials_prefilled"] == 30
+    assert result["trials_finished"] == 36 and result["exact"]
+    assert result["tell"]["n"] == 6
+    assert set(result["states"]) == {"COMPLETE"}
