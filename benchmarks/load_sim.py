@@ -526,6 +526,9 @@ def simulate(
         "warning_samples": logged.first[:3],
         "workers_still_running_at_hard_end": alive,
         "ask": percentiles([a for probe in probes for a in probe.ask]),
+        # each worker's first ask apart from its later ones
+        "first_ask_per_worker": percentiles([probe.ask[0] for probe in probes if probe.ask]),
+        "later_asks": percentiles([a for probe in probes for a in probe.ask[1:]]),
         "tell": percentiles([t for probe in probes for t in probe.tell]),
         "sampler_ms_per_ask_first_10pct": round(
             1e3 * statistics.mean(s[1] for s in samples[:tenth]), 2) if samples else None,

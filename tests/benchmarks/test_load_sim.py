@@ -17,6 +17,8 @@ def test_simulated_workers_take_exactly_the_budget_on_postgres(postgres_url):
     assert set(result["states"]) == {"COMPLETE"}  # none RUNNING, WAITING or FAIL
     assert result["workers_still_running_at_hard_end"] == 0
     assert result["ask"]["n"] >= 20 and result["tell"]["n"] == 20
+    assert result["first_ask_per_worker"]["n"] == 4
+    assert result["later_asks"]["n"] == result["ask"]["n"] - 4
     assert result["gate"]["n"] >= 20  # every take went through the budget's gate
 
 
