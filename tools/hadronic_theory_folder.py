@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from hyperscan.data import HADRONIC_DATASETS, load_real_dataset
-from hyperscan.data._fk_writer import write_table
+from hyperscan.data._fk_writer import write_hadronic_table
 from hyperscan.data._real import SHIPPED_THEORY_CARD
 from hyperscan.data._theory import find_theory
 from hyperscan.runcard import SHIPPED_THEORY_ID
@@ -54,7 +54,7 @@ def write_folder(folder: Path) -> list[Path]:
         for table_name, table in zip(table_names(name), dataset.tables, strict=True):
             path = fastkernel / f"{table_name}.pineappl.lz4"
             partial = path.with_name(f".{path.name}.part")
-            write_table(partial, table, q0)
+            write_hadronic_table(partial, table, q0)
             partial.replace(path)
             written.append(path)
     return written

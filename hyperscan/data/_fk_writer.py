@@ -82,15 +82,9 @@ def write_fk_table(
     PineapplTable(grid).write_lz4(str(path))
 
 
-def write_table(path: Path, table: FkTable, q0: float) -> None:
-    """``table`` (acting on x·f) as the PineAPPL FK table that ``_theory.py`` reads back as it:
-    one channel per flavour (pair), the x factors put back."""
+def write_hadronic_table(path: Path, table: FkTable, q0: float) -> None:
+    """Hadronic ``table`` (acting on x·f) as the PineAPPL FK table that ``_theory.py`` reads
+    back as it: one channel per flavour pair, the x factors put back."""
     x = table.xgrid
-    if table.hadronic:
-        channels = [(EVOLUTION_PIDS[a], EVOLUTION_PIDS[b]) for a, b in table.pairs.tolist()]
-        values = table.fk * (x[:, None] * x[None, :])
-    else:
-        used = np.flatnonzero(np.any(table.fk != 0, axis=(0, 2)))
-        channels = [(EVOLUTION_PIDS[a],) for a in used.tolist()]
-        values = table.fk[:, used] * x
-    write_fk_table(path, channels, x, values, q0)
+    channels = [(EVOLUTION_PIDS[a], EVOLUTION_PIDS[b]) for a, b in table.pairs.tolist()]
+    write_fk_table(path, channels, x, table.fk * (x[:, None] * x[None, :]), q0)
