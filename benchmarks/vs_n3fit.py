@@ -200,10 +200,13 @@ def install_hadronic(peer: Path, work: Path) -> None:
         sys.exit(f"writing the hadronic tables failed, see {log}:\n{log.read_text()[-2000:]}")
 
 
-def check_predictions(peer: Path, work: Path, specs: list[tuple[str, str | None]]) -> None:
-    """validphys (in the peer venv) and hyperscan predict the same from the same PDF values:
-    the kit's toy set, as validphys evaluates it on each table's x grid at Q0; and they keep
-    the same points. Exits when a dataset differs by more than SAME_PREDICTIONS."""
+def check_predictions(
+    peer: Path, work: Path, specs: list[tuple[str, str | None]], problem: Problem
+) -> None:
+    """validphys (in the peer venv) and hyperscan (``problem``, the datasets of ``specs``
+    after cuts) predict the same from the same PDF values: the kit's toy set, as validphys
+    evaluates it on each table's x grid at Q0; and they keep the same points. Exits when a
+    dataset differs by more than SAME_PREDICTIONS."""
     target = work / "validphys.npz"
     names = [n if v is None else f"{n}:{v}" for n, v in specs]
     command = (
@@ -220,11 +223,11 @@ def check_predictions(peer: Path, work: Path, specs: list[tuple[str, str | None]
     answers = dict(np.load(target))
     print(f"  same PDF, same predictions (validphys 4.1.5 from {TOY_SET}, theory {THEORY_ID}):")
     worst = 0.0
-    for i, (name, variant) in enumerate(specs):
-        answer = {
-            k.split("_", 2)[2]: v for k, v in answers.items() if k.startswith(f"{THEORY_ID}_{i}_")
-        }
-        (dataset,) = real_problem([{"dataset": name, "variant": variant}], t0=False).datasets
+    ours_by_name = {d.name: d for d in problem.datasets}  # the problem may reorder them
+    for i, (name, _) in enumerate(specs):
+        prefix = f"{THEORY_ID}_{i}_"
+        answer = {k.removeprefix(prefix): v for k, v in answers.items() if k.startswith(prefix)}
+        dataset = ours_by_name[name]
         if dataset.n_data != answer["cuts"].size:
             sys.exit(
                 f"{name}: hyperscan keeps {dataset.n_data} points, validphys {answer['cuts'].size}"
@@ -329,7 +332,7 @@ def compare_fits(args: argparse.Namespace, work: Path) -> None:
     hadronic = tuple(name for name in PRESETS[args.data] if name not in PRESETS["dis"])
     if hadronic:
         install_hadronic(args.peer, work)
-    check_predictions(args.peer, work, specs)
+    check_predictions(args.peer, work, specs, problems["exp"])
 
     card = hyperscan_fit_card(work, r, e, args.data)
     out = work / "hyperscan_fit"
