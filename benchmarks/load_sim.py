@@ -73,18 +73,24 @@ def drawn_value(params: dict[str, Any], rng: np.random.Generator) -> float:
     return float((np.log10(params["lr"]) + 3) ** 2 + params["dropout"] + rng.normal(0, 0.1))
 
 
+def drawn(distribution: optuna.distributions.BaseDistribution, rng: np.random.Generator) -> Any:
+    """A value of one of SPACE's distributions, uniform (in log where it is log)."""
+    if isinstance(distribution, optuna.distributions.CategoricalDistribution):
+        return distribution.choices[rng.integers(len(distribution.choices))]
+    if isinstance(distribution, optuna.distributions.IntDistribution):
+        return int(rng.integers(distribution.low, distribution.high + 1))
+    if distribution.log:
+        return float(np.exp(rng.uniform(np.log(distribution.low), np.log(distribution.high))))
+    return float(rng.uniform(distribution.low, distribution.high))
+
+
 def prefill(study: optuna.Study, count: int, rng: np.random.Generator) -> float:
     """``count`` finished trials added to ``study`` (drawn from SPACE, values and attributes as
     simulated trials record them); the seconds it took."""
     started = time.perf_counter()
     trials = []
     for _ in range(count):
-        params = {
-            "lr": float(10 ** rng.uniform(-5, -1)),
-            "width": int(rng.integers(8, 65)),
-            "dropout": float(rng.uniform(0.0, 0.3)),
-            "activation": str(rng.choice(SPACE["activation"].choices)),
-        }
+        params = {name: drawn(distribution, rng) for name, distribution in SPACE.items()}
         attrs = {"worker": "prefill"} | {key: float(rng.random()) for key in RECORDED}
         trials.append(
             optuna.trial.create_trial(
