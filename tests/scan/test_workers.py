@@ -5,6 +5,7 @@ grace period, stopped by SIGTERM, and going on past diverging trials.
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import re
@@ -14,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import optuna
+import pytest
 from _service import (
     ADAM,
     DIVERGENCE_REASON,
@@ -146,6 +148,23 @@ def test_killed_worker_trial_is_failed_and_retried(url, tmp_path, workers):
         assert list(Path(url + ".heartbeats").iterdir()) == []  # no heartbeat file left
 
 
+def pause_outside_the_lock(worker: Worker, journal: str) -> None:
+    """SIGSTOP the worker at a moment it does not hold the journal's write lock (it holds it for
+    a few ms per write): paused inside, it would keep every other writer waiting for ever."""
+    for _ in range(100):
+        os.kill(worker.pid, signal.SIGSTOP)
+        fd = os.open(journal, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return  # closing the file below frees the lock again
+        except BlockingIOError:
+            os.kill(worker.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            os.close(fd)
+    pytest.fail(f"worker {worker.pid} held the journal's lock at each of 100 tries")
+
+
 def test_worker_survives_its_trial_failed_as_stale(tmp_path, workers):
     """A worker paused past the grace period (preempted, swapped out, starved of CPU) finds on
     waking that its trial was failed and re-queued by another worker. It must not crash: it
@@ -159,7 +178,7 @@ def test_worker_survives_its_trial_failed_as_stale(tmp_path, workers):
 
     worker = workers(url, "pause", "--n-trials", "2")
     taken = wait_running(study, worker)
-    os.kill(worker.pid, signal.SIGSTOP)
+    pause_outside_the_lock(worker, url)
     try:
         time.sleep(GRACE_PERIOD + HEARTBEAT_INTERVAL + 0.5)
         # What the next ask of any other worker does first.
