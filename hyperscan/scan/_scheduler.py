@@ -121,7 +121,7 @@ def run_trials(
             RUNNING would wait out the grace period, and fill the budget meanwhile."""
             while True:
                 try:
-                    requeue_cut_short(study, cut_short, needed=limits.room_for_one)
+                    requeue_cut_short(study, cut_short)
                 except Exception as error:
                     limits.wait_out(error)  # raises once the schedule is spent
                 else:
@@ -205,7 +205,9 @@ def _fill(
             with asking_outside_optimize(), taking(study):
                 trial = study.ask()
         except BudgetSpent:
-            return True, True
+            # Asked again as the next trial in flight ends: if an outage cuts one short, its
+            # copy is queued for the budget, and nobody else may be asking.
+            return True, halted
         limits.storage_answered()
         beats.add(trial_id(trial))
         slot = _Slot(trial, {}, Monitor(objective, trial))

@@ -144,7 +144,8 @@ def test_slotted_workers_come_through_postgres_restarts(own_postgres, tmp_path, 
     assert "trying again in" in logs  # the outage was waited out, not missed
 
     trials = trials_of(url, "restart")
-    states = [(t.number, t.state.name) for t in trials]
+    # The trials' states, then the workers' logs: what a failure in CI needs to be read.
+    states = f"{[(t.number, t.state.name) for t in trials]}\n{logs}"
     assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING), states
     assert len(by_state(trials, *FINISHED)) == BUDGET, states
     failed = by_state(trials, TrialState.FAIL)

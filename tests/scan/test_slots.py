@@ -398,6 +398,27 @@ def test_a_storage_outage_costs_a_packed_worker_one_trial(tmp_path, monkeypatch,
     assert "sent no heartbeat" not in caplog.text
 
 
+def test_a_worker_at_its_budget_takes_the_copy_of_its_trial_cut_short(tmp_path, monkeypatch):
+    """The budget's 2 trials fill 2 of the worker's 3 slots (its gate refused a third), and an
+    outage cuts one short as it is told: the worker takes the re-queued copy itself. Before,
+    the refused ask ended its asking for good: it stopped "budget reached" with the copy
+    queued and the budget one trial short (seen in CI, after a PostgreSQL restart)."""
+    card = scan_card(scan={"trials": 2})
+    create_study(scan_runcard_from_dict(card), _short_storage(tmp_path / "s.j", create=True), "b")
+    storage = _short_storage(tmp_path / "s.j")
+    outages = fail_first_result(storage, monkeypatch)
+    monkeypatch.setattr(_limits, "STORAGE_RETRY_WAITS", (1,))
+    report = run_worker("b", storage, slots=SLOTS)
+    trials = load_study(storage, "b").get_trials()
+    states = [(t.number, t.state.name) for t in trials]
+    assert report.budget_reached and outages, states
+    assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING), states
+    assert len(by_state(trials, TrialState.COMPLETE)) == 2, states
+    (cut,) = by_state(trials, TrialState.FAIL)
+    (copy,) = [t for t in trials if t.system_attrs.get("retry_history") == [cut.number]]
+    assert copy.state == TrialState.COMPLETE and copy.params == cut.params
+
+
 def test_an_outage_longer_than_one_wait_strands_no_packed_trial(tmp_path, monkeypatch, caplog):
     """The storage is still away when the worker tries to re-queue the trial the outage cut
     short, and after its first wait: it tries again on the retry schedule until the re-queue

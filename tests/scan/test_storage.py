@@ -38,14 +38,17 @@ from hyperscan.scan._study import create_study
 from hyperscan.scan.storage import (
     DEFAULT_STORAGE,
     STORAGE_ENV,
+    BudgetSpent,
     HeartbeatJournalStorage,
     NoSchemaError,
     StorageError,
     describe_error,
+    gate_takes,
     give_back_lost_takes,
     load_study,
     open_storage,
     redact,
+    requeue_cut_short,
     resolve_url,
     study_names,
     taking,
@@ -387,6 +390,40 @@ def test_a_trial_taken_by_a_failed_ask_is_queued_again(
             assert trial.suggest_float("x", 0.0, 1.0) == 0.25
         study.tell(trial, 1.0)
     assert [t.state for t in study.get_trials()][-1] == TrialState.COMPLETE
+
+
+def test_queued_copies_are_the_budgets_trials(backend_url, caplog):
+    """On a budget of 3, a trial finished and two cut short, one after the other. Each is
+    re-queued while the budget needs it, counted under the gate's lock with the copies already
+    queued; a new trial is refused while queued copies fill the budget (the copy queued as
+    another worker created the budget's last trial waited for ever, seen in CI), and the copies
+    are taken. A third cut short finds the budget filled by a queued trial: not re-queued."""
+    storage = open_storage(backend_url, create=True, heartbeat_interval=1, grace_period=60)
+    study = optuna.create_study(study_name="s", storage=storage)
+    warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)
+    gate = lambda taken: taken < 3  # noqa: E731
+    gate_takes(study, gate)
+    study.tell(study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}), 1.0)
+    first, second = study.ask(), study.ask()
+    with pytest.raises(BudgetSpent):
+        study.ask()
+    requeue_cut_short(study, first._trial_id)
+    with pytest.raises(BudgetSpent):  # a new trial: the queued copy is the budget's third
+        storage.create_new_trial(study._study_id)
+    requeue_cut_short(study, second._trial_id)
+    copies = [study.ask(), study.ask()]
+    assert [t.number for t in copies] == [3, 4]
+    with pytest.raises(BudgetSpent):
+        study.ask()
+    study.enqueue_trial({"x": 0.5})  # as a stopped worker queues its trial
+    with caplog.at_level(logging.WARNING):
+        requeue_cut_short(study, copies[0]._trial_id)
+    assert (
+        "trial 3 (worker ?) was cut short by a storage error: failed, not re-queued (the "
+        "budget's trials are all finished, running or queued)" in caplog.text
+    )
+    states = [t.state for t in study.get_trials()]
+    assert states.count(TrialState.WAITING) == 1 and states.count(TrialState.FAIL) == 3
 
 
 def _has_heartbeat(storage: Any, url: str, trial_id: int) -> bool:

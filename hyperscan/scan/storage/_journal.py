@@ -23,7 +23,7 @@ from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallbac
 from hyperscan.scan.storage._lock import JournalFlock, RollbackJournalBackend
 from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._salvage import SkippedLine, first_damage
-from hyperscan.scan.storage._take import TAKEN, GatedTakes
+from hyperscan.scan.storage._take import TAKEN, Counted, GatedTakes
 from hyperscan.scan.storage._url import journal_path, journal_url
 
 HEARTBEAT_SUFFIX = ".heartbeats"
@@ -109,13 +109,16 @@ class HeartbeatJournalStorage(
         return stale
 
     @contextmanager
-    def _taken(self, study_id: int) -> Iterator[int]:
+    def _counted(self, study_id: int) -> Iterator[Counted]:
         """An flock on ``<journal>.take.lock`` (the OS drops it with a dead worker), held while
-        the trials are counted and one is taken (see :class:`GatedTakes`)."""
+        the trials are counted and one is taken or queued (see :class:`GatedTakes`)."""
         with open(self._path + TAKE_LOCK_SUFFIX, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                yield len(self.get_all_trials(study_id, deepcopy=False, states=TAKEN))
+                states = [t.state for t in self.get_all_trials(study_id, deepcopy=False)]
+                yield Counted(
+                    sum(state in TAKEN for state in states), states.count(TrialState.WAITING)
+                )
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
@@ -125,7 +128,9 @@ class HeartbeatJournalStorage(
         if template_trial is not None:
             return create(study_id, template_trial)
         # An append either lands or fails here: no token is needed to find what it created.
-        return self._created(lambda _: self._take(study_id, lambda: create(study_id, None)))
+        return self._created(
+            lambda _: self._take(study_id, lambda: create(study_id, None), new=True)
+        )
 
     def get_heartbeat_interval(self) -> int:
         return self._heartbeat_interval

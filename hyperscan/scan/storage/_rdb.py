@@ -13,14 +13,14 @@ from typing import Any
 
 import sqlalchemy
 from optuna.storages import RDBStorage
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan.storage._constants import NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
 from hyperscan.scan.storage._errors import describe_error
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
-from hyperscan.scan.storage._take import TAKEN, GatedTakes, marked_new_trial
+from hyperscan.scan.storage._take import TAKEN, Counted, GatedTakes, marked_new_trial
 from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_connect_args
 
 # Any constants work; they only have to be the same for every hyperscan process.
@@ -40,21 +40,22 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
     _hyperscan_url: str
 
     @contextmanager
-    def _taken(self, study_id: int) -> Iterator[int]:
+    def _counted(self, study_id: int) -> Iterator[Counted]:
         """On PostgreSQL, a transaction-level advisory lock per study, held while the trials
-        are counted and one is created (its commit comes first, on another connection); it
-        goes with the transaction if the worker dies."""
-        states = [state.name for state in TAKEN]
+        are counted and one is created or queued (its commit comes first, on another
+        connection); it goes with the transaction if the worker dies."""
         count = sqlalchemy.text(
-            "SELECT count(*) FROM trials WHERE study_id = :study AND state IN :states"
-        ).bindparams(sqlalchemy.bindparam("states", expanding=True))
+            "SELECT state, count(*) FROM trials WHERE study_id = :study GROUP BY state"
+        )
         with self.engine.connect() as connection, connection.begin():
             if connection.dialect.name == "postgresql":
                 connection.execute(
                     sqlalchemy.text("SELECT pg_advisory_xact_lock(:key, :study)"),
                     {"key": _TAKE_LOCK_KEY, "study": study_id},
                 )
-            yield connection.execute(count, {"study": study_id, "states": states}).scalar_one()
+            counts = dict(connection.execute(count, {"study": study_id}).all())
+            taken = sum(counts.get(state.name, 0) for state in TAKEN)
+            yield Counted(taken, counts.get(TrialState.WAITING.name, 0))
 
     def _create_new_trial(
         self, study_id: int, template_trial: FrozenTrial | None = None
@@ -69,6 +70,7 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
             lambda token: self._take(
                 study_id,
                 lambda: create(study_id, None if token is None else marked_new_trial(token)),
+                new=True,
             )
         )
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
 from contextlib import suppress
 
 import optuna
@@ -16,14 +15,16 @@ from optuna.storages._heartbeat import BaseHeartbeat, is_heartbeat_enabled
 from optuna.trial import FrozenTrial, TrialState
 
 from hyperscan.scan._trial_attrs import WORKER_ATTR
-from hyperscan.scan.storage._take import TAKEN
+from hyperscan.scan.storage._take import queue_if_needed
 
 _logger = logging.getLogger(__name__)
 
 
 class RequeueStaleTrials(RetryHeartbeatStaleTrialCallback):
     """Optuna's re-queue of a trial whose heartbeat stopped, said in the log of the worker
-    that does it: otherwise the trial just turns FAIL and its copy runs, unexplained."""
+    that does it (otherwise the trial just turns FAIL and its copy runs, unexplained), and only
+    while the budget's gate leaves room for the copy (:func:`queue_if_needed`): a copy nobody
+    takes would stay queued."""
 
     def __call__(
         self,
@@ -31,15 +32,20 @@ class RequeueStaleTrials(RetryHeartbeatStaleTrialCallback):
         trial: FrozenTrial,
         why: str = "sent no heartbeat for the grace period",
     ) -> None:
-        super().__call__(study, trial)
         retries = len(trial.system_attrs.get("retry_history", [])) + 1
-        requeued = self._max_retry is None or retries <= self._max_retry
+        requeue = super().__call__
+        if self._max_retry is not None and retries > self._max_retry:
+            outcome = f"not re-queued (retried {retries - 1} times already)"
+        elif queue_if_needed(study, lambda: requeue(study, trial)):
+            outcome = "re-queued"
+        else:
+            outcome = "not re-queued (the budget's trials are all finished, running or queued)"
         _logger.warning(
             "trial %d (worker %s) %s: failed, %s",
             trial.number,
             trial.user_attrs.get(WORKER_ATTR, "?"),
             why,
-            "re-queued" if requeued else f"not re-queued (retried {retries - 1} times already)",
+            outcome,
         )
 
 
@@ -80,16 +86,12 @@ def fail_stale_trials(
                 )
 
 
-def requeue_cut_short(
-    study: optuna.Study, trial_id: int, needed: Callable[[int], bool] | None = None
-) -> None:
+def requeue_cut_short(study: optuna.Study, trial_id: int) -> None:
     """Re-queue at once a trial a storage outage cut short: its worker knows it is lost, so it
     need not wait for the grace period. Still RUNNING (its result could not be written), it is
     failed first; FAIL already (Optuna failed it on the error), it is queued unless a copy is.
-
-    ``needed``, told how many trials are finished or running, says whether the budget still
-    needs a copy: while the outage lasted, other workers may have taken the budget's trials,
-    and a copy nobody takes would stay queued (None: always re-queue)."""
+    While the outage lasted, other workers may have taken the budget's trials: the copy is
+    queued only while the budget's gate leaves room for it."""
     storage = study._storage
     trial = storage.get_trial(trial_id)
     if trial.state == TrialState.RUNNING:
@@ -103,13 +105,6 @@ def requeue_cut_short(
         t.system_attrs.get("retry_history", [])[-1:] == [trial.number]
         for t in study.get_trials(deepcopy=False)
     ):
-        return
-    if needed is not None and not needed(len(study.get_trials(deepcopy=False, states=TAKEN))):
-        _logger.warning(
-            "trial %d was cut short by a storage error: failed, not re-queued (the budget's "
-            "trials are all finished or running)",
-            trial.number,
-        )
         return
     callback = storage.get_heartbeat_stale_trial_callback()
     if isinstance(callback, RequeueStaleTrials):

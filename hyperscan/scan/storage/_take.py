@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Exact budgets: a worker takes a trial only if the trials finished and in flight leave room
 for it, counted and taken under one lock (without it, 8 workers on a budget of 12 finished 17,
-each seeing 11 finished as it asked); and a trial taken by an ask that failed (the database
-went down after the take) given back to the queue, not left RUNNING with no worker."""
+each seeing 11 finished as it asked); a copy of a trial cut short is queued under the same lock
+only while the budget needs it, and a new trial is not created while queued copies fill the
+budget (a copy queued as another worker created the budget's last trial waited for ever); and
+a trial taken by an ask that failed (the database went down after the take) given back to the
+queue, not left RUNNING with no worker."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -30,19 +33,26 @@ TAKEN = (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
 
 
 class BudgetSpent(Exception):
-    """No trial was taken: the budget's trials are all finished or running."""
+    """No trial was taken: the budget's trials are all finished, running or queued."""
 
 
 TakeGate = Callable[[int], bool]
 """Told how many trials are taken (:data:`TAKEN`), whether one more may be."""
 
 
+class Counted(NamedTuple):
+    """A study's trials as the gate counts them, under its lock."""
+
+    taken: int  # finished or running (:data:`TAKEN`)
+    queued: int  # WAITING: a copy to fit again, or a take given back
+
+
 class GatedTakes:
     """A storage mixin: with :meth:`gate_takes`, a new trial (Optuna's ``ask``) or a queued one
     turned RUNNING is taken only while the gate allows, else :class:`BudgetSpent` is raised.
 
-    Subclasses give :meth:`_taken`, a lock (across processes) held while the trials are
-    counted and one is taken, and the count; they create an ask's new trial through
+    Subclasses give :meth:`_counted`, a lock (across processes) held while the trials are
+    counted and one is taken or queued, and the counts; they create an ask's new trial through
     :meth:`_created`, so that :meth:`asking` knows what a failed ask took.
     """
 
@@ -84,16 +94,32 @@ class GatedTakes:
         always)."""
         self._gate, self._gated_study = gate, study_id
 
-    def _taken(self, study_id: int) -> AbstractContextManager[int]:
+    def _counted(self, study_id: int) -> AbstractContextManager[Counted]:
         raise NotImplementedError
 
-    def _take(self, study_id: int, take: Callable[[], Any]) -> Any:
+    def _take(self, study_id: int, take: Callable[[], Any], *, new: bool) -> Any:
+        """``take()`` if the gate allows: a ``new`` trial counts the queued ones too (they are
+        the budget's, and taken first), a queued trial turned RUNNING only those taken."""
         if self._gate is None or study_id != self._gated_study:
             return take()
-        with self._taken(study_id) as taken:
+        with self._counted(study_id) as counted:
+            taken = counted.taken + (counted.queued if new else 0)
             if not self._gate(taken):
-                raise BudgetSpent(f"{taken} trials finished or running")
+                raise BudgetSpent(f"{taken} trials finished, running{' or queued' * new}")
             return take()
+
+    def queue_if_needed(self, study_id: int, queue: Callable[[], None]) -> bool:
+        """``queue()`` a copy of a trial if the gate, told the trials finished, running or
+        queued, allows one more; counted and queued under the gate's lock, so that no other
+        worker creates the budget's last trial in between. Whether it was queued."""
+        if self._gate is None or study_id != self._gated_study:
+            queue()
+            return True
+        with self._counted(study_id) as counted:
+            if not self._gate(counted.taken + counted.queued):
+                return False
+            queue()
+            return True
 
     def set_trial_state_values(
         self, trial_id: int, state: TrialState, values: Sequence[float] | None = None
@@ -103,7 +129,7 @@ class GatedTakes:
         if state != TrialState.RUNNING:
             return write(trial_id, state, values)
         # A worker takes trials of the study it gates only (without a gate: as Optuna does).
-        taken = self._take(self._gated_study, lambda: write(trial_id, state, values))
+        taken = self._take(self._gated_study, lambda: write(trial_id, state, values), new=False)
         if taken and self._asking is not None:
             self._asking.append(trial_id)
         return taken
@@ -152,6 +178,17 @@ def give_back_lost_takes(study: optuna.Study) -> None:
             _logger.warning(
                 "trial %d: taken by an ask the storage failed to answer: queued again", number
             )
+
+
+def queue_if_needed(study: optuna.Study, queue: Callable[[], None]) -> bool:
+    """``queue()`` a copy of a trial of ``study`` while its budget needs one (see
+    :meth:`GatedTakes.queue_if_needed`; a storage of another kind always queues it); whether
+    it was queued."""
+    backend = backend_storage(study_storage(study))
+    if isinstance(backend, GatedTakes):
+        return backend.queue_if_needed(study_id(study), queue)
+    queue()
+    return True
 
 
 def marked_new_trial(token: str) -> FrozenTrial:
