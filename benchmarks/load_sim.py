@@ -211,17 +211,17 @@ class Probe:
         for name in (*names, "sample_independent"):  # the sampler's work, wherever it is done
             setattr(sampler, name, self._timed(getattr(sampler, name)))
         backend = backend_storage(study_storage(study))
-        if hasattr(backend, "_taken"):
-            taken = backend._taken
+        if hasattr(backend, "_counted"):  # the budget's gate (not through the gRPC proxy)
+            counted = backend._counted
 
             @contextlib.contextmanager
-            def timed_taken(study_id: int) -> Iterator[int]:
+            def timed_counted(study_id: int) -> Iterator[Any]:
                 started = time.perf_counter()
-                with taken(study_id) as count:
+                with counted(study_id) as counts:
                     self.gate_wait.append(time.perf_counter() - started)
-                    yield count
+                    yield counts
 
-            backend._taken = timed_taken
+            backend._counted = timed_counted
 
     def _timed(self, method):
         def timed(*args, **kwargs):
