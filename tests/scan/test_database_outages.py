@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Database outages on the real storage (issue 42): PostgreSQL behind a loopback proxy that the
-test cuts or freezes; budgets kept exactly by parallel worker processes on both storages."""
+test cuts or freezes. (Budgets kept exactly by parallel workers: test_workers.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 from _proxy import proxy_to
-from _service import PARALLEL, by_state, create, scan_card, trials_of, write_card
+from _service import create, scan_card, trials_of, write_card
 from optuna.trial import TrialState
 
 from hyperscan.runcard import scan_runcard_from_dict
@@ -214,16 +214,3 @@ def test_a_worker_waits_for_a_database_that_refuses_it_at_start_up(postgres_url,
         assert worker.wait(timeout=180) == 0, worker.logs()
     assert "trying again in 5 s" in worker.err.read_text()
     assert [t.state for t in trials_of(postgres_url, name)] == [TrialState.COMPLETE]
-
-
-def test_parallel_workers_finish_exactly_the_budget(url, tmp_path, workers):
-    """Six workers on a budget of 9 short trials: trials in flight count toward the budget as
-    a trial is taken, so exactly 9 finish (without, each worker that saw 8 finished took one)."""
-    name = f"budget-{tmp_path.name[-12:]}"
-    create(write_card(tmp_path / "scan.yaml", scan_card(scan={"trials": 9})), url, name)
-    started = [workers(url, name, **PARALLEL) for _ in range(6)]
-    for worker in started:
-        assert worker.wait(timeout=600) == 0, worker.logs()
-    trials = trials_of(url, name)
-    assert len(by_state(trials, TrialState.COMPLETE, TrialState.PRUNED)) == 9
-    assert len(trials) == 9, [(t.number, t.state.name) for t in trials]
