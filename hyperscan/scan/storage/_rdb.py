@@ -6,6 +6,8 @@ once, under a lock (31 of 32 workers racing to create it on a fresh server crash
 from __future__ import annotations
 
 import os
+import random
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -26,6 +28,16 @@ from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_co
 # Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
 _TAKE_LOCK_KEY = 0x74616B65  # "take", with the study's id as the second key
+# The budget lock's tries: held about 4 ms uncontended (docs/deployment.md).
+_FIRST_TRY_S, _LAST_TRY_S = 0.002, 0.05
+
+
+class _LockTimeout(Exception):
+    """The budget's lock not had within ``$HYPERSCAN_DB_TIMEOUT``: told as the statement
+    timeout a blocking wait for it met before (a transient error, waited out)."""
+
+    def __str__(self) -> str:
+        return "canceling statement due to statement timeout (waiting for the budget's lock)"
 
 
 class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
@@ -43,19 +55,39 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
     def _counted(self, study_id: int) -> Iterator[Counted]:
         """On PostgreSQL, a transaction-level advisory lock per study, held while the trials
         are counted and one is created or queued (its commit comes first, on another
-        connection); it goes with the transaction if the worker dies."""
+        connection); it goes with the transaction if the worker dies.
+
+        The lock is tried, not waited for: a transaction waiting for it holds its connection,
+        and behind PgBouncer's transaction pooling the takers waiting took every server
+        connection while the holder waited for one to create its trial (4 simulated workers
+        of 2 slots behind a pool of 5 stalled until their 60-s timeout). Tries back off from 2
+        to 50 ms, for at most ``$HYPERSCAN_DB_TIMEOUT``."""
         count = sqlalchemy.text(
             "SELECT state, count(*) FROM trials WHERE study_id = :study GROUP BY state"
         )
-        with self.engine.connect() as connection, connection.begin():
-            if connection.dialect.name == "postgresql":
-                connection.execute(
-                    sqlalchemy.text("SELECT pg_advisory_xact_lock(:key, :study)"),
-                    {"key": _TAKE_LOCK_KEY, "study": study_id},
-                )
-            counts = dict(connection.execute(count, {"study": study_id}).all())
-            taken = sum(counts.get(state.name, 0) for state in TAKEN)
-            yield Counted(taken, counts.get(TrialState.WAITING.name, 0))
+        lock = sqlalchemy.text("SELECT pg_try_advisory_xact_lock(:key, :study)")
+        deadline = time.monotonic() + database_timeout()
+        delay = _FIRST_TRY_S
+        with self.engine.connect() as connection:
+            postgres = connection.dialect.name == "postgresql"
+            while True:
+                with connection.begin():
+                    if (
+                        not postgres
+                        or connection.execute(
+                            lock, {"key": _TAKE_LOCK_KEY, "study": study_id}
+                        ).scalar_one()
+                    ):
+                        counts = dict(connection.execute(count, {"study": study_id}).all())
+                        taken = sum(counts.get(state.name, 0) for state in TAKEN)
+                        yield Counted(taken, counts.get(TrialState.WAITING.name, 0))
+                        return
+                if time.monotonic() > deadline:
+                    raise sqlalchemy.exc.OperationalError(
+                        "SELECT pg_try_advisory_xact_lock", {}, _LockTimeout()
+                    )
+                time.sleep(delay * random.uniform(0.5, 1.5))  # takers out of step
+                delay = min(2 * delay, _LAST_TRY_S)
 
     def _create_new_trial(
         self, study_id: int, template_trial: FrozenTrial | None = None
@@ -130,15 +162,22 @@ def _schema_guard(url: str, connect_args: dict[str, Any], create: bool) -> Itera
         url, poolclass=sqlalchemy.pool.NullPool, connect_args=connect_args
     )
     try:
+        if not create:
+            with engine.connect() as connection:
+                if not sqlalchemy.inspect(connection).has_table("studies"):
+                    raise NoSchemaError(NO_SCHEMA)
+            # Closed before the storage opens its own: behind PgBouncer's transaction pooling,
+            # a check left open held a server connection per starting worker (6 workers
+            # behind a pool of 3 each held one and waited for another, until their timeout).
+            yield
+            return
         with engine.connect() as connection:
-            locked = create and connection.dialect.name == "postgresql"
+            locked = connection.dialect.name == "postgresql"
             if locked:
                 connection.execute(
                     sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _SCHEMA_LOCK_KEY}
                 )
                 connection.commit()
-            elif not create and not sqlalchemy.inspect(connection).has_table("studies"):
-                raise NoSchemaError(NO_SCHEMA)
             try:
                 yield
             finally:
@@ -150,6 +189,17 @@ def _schema_guard(url: str, connect_args: dict[str, Any], create: bool) -> Itera
                     connection.commit()
     finally:
         engine.dispose()
+
+
+def _check_schema_version(storage: RDBStorage) -> None:
+    """Optuna's check that the schema is its version's, without its one flaw: it holds a
+    transaction open while it opens another connection, so that behind PgBouncer's
+    transaction pooling each starting worker held a server connection and waited for a second
+    (6 workers behind a pool of 3 stalled until their timeout). On a mismatch, Optuna's own
+    check says what to do."""
+    manager = storage._version_manager
+    if manager.get_current_version() != manager.get_head_version():
+        manager.check_table_schema_compatibility()
 
 
 def open_rdb(
@@ -169,7 +219,9 @@ def open_rdb(
                 grace_period=grace_period,
                 heartbeat_stale_trial_callback=callback,
                 skip_table_creation=not create,
+                skip_compatibility_check=True,  # checked below, one connection at a time
             )
+            _check_schema_version(storage)
     except StorageError as exc:
         if exc.url is None:
             raise type(exc)(exc.cause, url) from exc
