@@ -9,7 +9,9 @@ TensorFlow is imported (``hyperscan.fit`` imports it) but never used.
 
 Storages: PostgreSQL (each worker an ``open_storage`` of its own), or Optuna's own gRPC
 storage proxy (``optuna.storages.run_grpc_proxy_server``) in a subprocess on a loopback port
-in front of hyperscan's PostgreSQL storage, the workers ``GrpcStorageProxy`` clients.
+in front of hyperscan's PostgreSQL storage, the workers ``GrpcStorageProxy`` clients, or
+PgBouncer (Debian's ``pgbouncer``, transaction pooling, ``--pool-size`` server connections) on
+a loopback port, the workers' storages connected through it; the study is created directly.
 
 Every run makes a fresh scratch database on 127.0.0.1 (or uses --url), stops by itself at the
 budget or --duration-limit, and prints what it measured as JSON. ``--prefill N`` first adds N
@@ -29,10 +31,12 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -43,6 +47,7 @@ from typing import Any
 
 import numpy as np
 import optuna
+import sqlalchemy
 from optuna.trial import TrialState
 
 from hyperscan.scan._lifecycle import Ending
@@ -242,7 +247,6 @@ class PostgresWatch:
 
     def __init__(self, url: str) -> None:
         import psycopg2
-        import sqlalchemy
 
         parsed = sqlalchemy.engine.make_url(url)
         self.database = parsed.database
@@ -375,14 +379,7 @@ def grpc_proxy(url: str, heartbeat: int, grace: int, threads: int) -> Iterator[t
         env=os.environ | {"PYTHONPATH": os.pathsep.join(sys.path)},
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the gRPC proxy did not start")
-            time.sleep(0.2)
+        wait_for_port(port, process, "the gRPC proxy")
         yield port, process
     finally:
         process.terminate()
@@ -391,6 +388,63 @@ def grpc_proxy(url: str, heartbeat: int, grace: int, threads: int) -> Iterator[t
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+@contextlib.contextmanager
+def pgbouncer(url: str, pool_size: int) -> Iterator[tuple[str, Any]]:
+    """PgBouncer on a loopback port in front of ``url``'s server, transaction pooling with
+    ``pool_size`` server connections per database; the URL through it, and its process.
+    ``options`` (hyperscan's statement_timeout) is a startup parameter PgBouncer 1.18 cannot
+    pass on: it is ignored, and the client-side deadlines remain."""
+    parsed = sqlalchemy.engine.make_url(url)
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="pgbouncer-")
+    root = os.geteuid() == 0
+    if root:  # PgBouncer refuses to run as root: it runs as postgres, and writes its log here
+        shutil.chown(folder, "postgres")
+    config = os.path.join(folder, "pgbouncer.ini")
+    with open(os.path.join(folder, "users.txt"), "w") as users:
+        users.write(f'"{parsed.username}" ""\n')
+    with open(config, "w") as handle:
+        handle.write(
+            "[databases]\n"
+            f"* = host={parsed.host} port={parsed.port or 5432}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {folder}/users.txt\n"
+            f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
+            "max_client_conn = 5000\nignore_startup_parameters = options\n"
+            f"logfile = {folder}/pgbouncer.log\n"
+        )
+    user = ["-u", "postgres"] if root else []
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise RuntimeError("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    process = subprocess.Popen([binary, "-q", *user, config])  # -q: its log to the file only
+    try:
+        wait_for_port(port, process, "PgBouncer")
+        yield parsed.set(port=port).render_as_string(hide_password=False), process
+    finally:
+        process.terminate()
+        process.wait(10)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def pgbouncer_binary() -> str | None:
+    """Debian installs it in /usr/sbin, which a user's PATH may leave out."""
+    found = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    return found if os.access(found, os.X_OK) else None
+
+
+def wait_for_port(port: int, process: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not start")
+        time.sleep(0.2)
 
 
 def serve_proxy(url: str, port: int, heartbeat: int, grace: int, threads: int) -> None:
@@ -435,6 +489,7 @@ def simulate(
     heartbeat: int = 5,
     grace: int = 30,
     proxy_threads: int = 10,
+    pool_size: int = 20,
     seed: int = 0,
     prefilled: int = 0,
 ) -> dict[str, Any]:
@@ -451,18 +506,23 @@ def simulate(
     stop = threading.Event()
     probes = [Probe() for _ in range(workers)]
     errors: list[str] = []
-    proxy = grpc_proxy(url, heartbeat, grace, proxy_threads) if storage == "grpc" else None
+    proxy = {
+        "grpc": lambda: grpc_proxy(url, heartbeat, grace, proxy_threads),
+        "pgbouncer": lambda: pgbouncer(url, pool_size),
+    }.get(storage, lambda: None)()
     with contextlib.ExitStack() as stack:
-        port, proxy_process = stack.enter_context(proxy) if proxy else (None, None)
+        # the gRPC proxy's port, or the URL through PgBouncer
+        endpoint, proxy_process = stack.enter_context(proxy) if proxy else (None, None)
         proxy_cpu0 = process_cpu(proxy_process.pid) if proxy_process else 0.0
+        worker_url = endpoint if storage == "pgbouncer" else url
 
         def worker(number: int) -> None:
             rng = np.random.default_rng([seed, number])
             try:
                 if storage == "grpc":
-                    own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=port)
+                    own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=endpoint)
                 else:
-                    own = open_storage(url, heartbeat_interval=heartbeat, grace_period=grace)
+                    own = open_storage(worker_url, heartbeat_interval=heartbeat, grace_period=grace)
                 study = load_study(own, name)
                 worker_seed = int(rng.integers(2**31))
                 study.sampler = (
@@ -564,13 +624,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--workers", type=int, default=10)
     parser.add_argument("--slots", type=int, default=1)
     parser.add_argument("--trials", type=int, default=1000)
-    parser.add_argument("--storage", choices=["postgres", "grpc"], default="postgres")
+    parser.add_argument("--storage", choices=["postgres", "grpc", "pgbouncer"], default="postgres")
     parser.add_argument("--duration-limit", type=float, default=120.0, help="seconds")
     parser.add_argument("--trial-seconds", type=float, default=1.0, help="mean hold time")
     parser.add_argument("--sampler", choices=["tpe", "random"], default="tpe")
     parser.add_argument("--heartbeat", type=int, default=5, help="heartbeat interval, s")
     parser.add_argument("--grace", type=int, default=30, help="stale after, s")
     parser.add_argument("--proxy-threads", type=int, default=10, help="gRPC server threads")
+    parser.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
     parser.add_argument("--url", help="an empty PostgreSQL database (default: a scratch one)")
     parser.add_argument(
         "--prefill", type=int, default=0, help="finished trials in the study before the workers"
@@ -582,7 +643,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         workers=args.workers, slots=args.slots, trials=args.trials, storage=args.storage,
         duration_limit=args.duration_limit, trial_seconds=args.trial_seconds,
         sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
-        proxy_threads=args.proxy_threads, prefilled=args.prefill,
+        proxy_threads=args.proxy_threads, pool_size=args.pool_size, prefilled=args.prefill,
     )  # fmt: skip
     if args.url:
         result = simulate(args.url, **options)

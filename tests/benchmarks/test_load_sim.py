@@ -39,3 +39,32 @@ def test_a_prefilled_study_counts_its_trials_in_the_budget(postgres_url):
     assert result["trials_finished"] == 36 and result["exact"]
     assert result["tell"]["n"] == 6
     assert set(result["states"]) == {"COMPLETE"}
+
+
+def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(
+    postgres_url, skip_or_fail_on_ci
+):
+    """6 workers of 2 slots through PgBouncer (transaction pooling, 3 server connections):
+    exactly the budget, no error, and the database sees the pool's connections, not the
+    workers'. The budget's lock is tried, not waited for: takers waiting for it held every
+    server connection while its holder waited for one to create its trial, and the workers
+    stalled until their 60-s timeout."""
+    sim = load_benchmark("load_sim")
+    if sim.pgbouncer_binary() is None:
+        skip_or_fail_on_ci("pgbouncer is not installed (apt-get install -y pgbouncer)")
+    result = sim.simulate(
+        postgres_url,
+        storage="pgbouncer",
+        pool_size=3,
+        workers=6,
+        slots=2,
+        trials=24,
+        duration_limit=30,
+        trial_seconds=0.2,
+    )
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["trials_finished"] == 24 and result["exact"]
+    assert set(result["states"]) == {"COMPLETE"}
+    assert result["workers_still_running_at_hard_end"] == 0
+    # PgBouncer's 3, and the connections of the storage that created the study (2 at most)
+    assert result["peak_connections"] <= 5, result["peak_connections"]
