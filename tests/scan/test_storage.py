@@ -55,6 +55,7 @@ from hyperscan.scan.storage import (
     transient_error,
 )
 from hyperscan.scan.storage._errors import CAUSES
+from hyperscan.scan.storage._timeout import TIMEOUT_ENV
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -858,3 +859,28 @@ def test_a_failed_heartbeat_names_the_trial_by_its_number(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         storage.record_heartbeat(trial._trial_id)  # the thread survives: no exception
     assert "could not record the heartbeat of trial 0: " in caplog.text
+
+
+def test_a_budget_lock_held_too_long_is_a_transient_error_named_as_such(postgres_url, monkeypatch):
+    """Another session holds the budget's lock past ``$HYPERSCAN_DB_TIMEOUT``: the take gives
+    up, tried and backed off (no connection held while it waits), with an error that is waited
+    out as an outage is, and said as a locked server; once the lock is free, the take goes
+    through."""
+    storage = open_storage(postgres_url, create=True, heartbeat_interval=1, grace_period=60)
+    study = optuna.create_study(study_name="s", storage=storage)
+    gate_takes(study, lambda taken: taken < 5)
+    monkeypatch.setenv(TIMEOUT_ENV, "1")
+    holder = psycopg2.connect(postgres_url.replace("postgresql+psycopg2://", "postgresql://"))
+    try:
+        with holder.cursor() as cursor:  # the lock of _RDBStorage._counted, held
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", (0x74616B65, study._study_id))
+        started = time.monotonic()
+        with pytest.raises(sqlalchemy.exc.OperationalError) as error:
+            study.ask()
+        assert 1.0 <= time.monotonic() - started < 5.0
+        assert transient_error(error.value)
+        assert "locked server" in describe_error(error.value, postgres_url).cause
+    finally:
+        holder.rollback()
+        holder.close()
+    assert study.ask().number == 0
