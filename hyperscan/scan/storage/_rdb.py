@@ -59,9 +59,10 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
 
         The lock is tried, not waited for: a transaction waiting for it holds its connection,
         and behind PgBouncer's transaction pooling the takers waiting took every server
-        connection while the holder waited for one to create its trial (4 simulated workers
-        of 2 slots behind a pool of 5 stalled until their 60-s timeout). Tries back off from 2
-        to 50 ms, for at most ``$HYPERSCAN_DB_TIMEOUT``."""
+        connection while the holder waited for one to create its trial (6 simulated workers
+        of 2 slots behind a pool of 3 stalled until their 60-s timeout; waits of 250 ms at a
+        time, in the server's queue, cut their rate to a quarter). Tries back off from 2 to
+        50 ms, for at most ``$HYPERSCAN_DB_TIMEOUT``."""
         count = sqlalchemy.text(
             "SELECT state, count(*) FROM trials WHERE study_id = :study GROUP BY state"
         )
