@@ -396,6 +396,9 @@ def pgbouncer(url: str, pool_size: int) -> Iterator[tuple[str, Any]]:
     ``pool_size`` server connections per database; the URL through it, and its process.
     ``options`` (hyperscan's statement_timeout) is a startup parameter PgBouncer 1.18 cannot
     pass on: it is ignored, and the client-side deadlines remain."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise RuntimeError("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
     parsed = sqlalchemy.engine.make_url(url)
     port = free_port()
     folder = tempfile.mkdtemp(prefix="pgbouncer-")
@@ -417,9 +420,6 @@ def pgbouncer(url: str, pool_size: int) -> Iterator[tuple[str, Any]]:
             f"logfile = {folder}/pgbouncer.log\n"
         )
     user = ["-u", "postgres"] if root else []
-    binary = pgbouncer_binary()
-    if binary is None:
-        raise RuntimeError("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
     process = subprocess.Popen([binary, "-q", *user, config])  # -q: its log to the file only
     try:
         wait_for_port(port, process, "PgBouncer")
@@ -506,10 +506,11 @@ def simulate(
     stop = threading.Event()
     probes = [Probe() for _ in range(workers)]
     errors: list[str] = []
-    proxy = {
-        "grpc": lambda: grpc_proxy(url, heartbeat, grace, proxy_threads),
-        "pgbouncer": lambda: pgbouncer(url, pool_size),
-    }.get(storage, lambda: None)()
+    proxy = None
+    if storage == "grpc":
+        proxy = grpc_proxy(url, heartbeat, grace, proxy_threads)
+    elif storage == "pgbouncer":
+        proxy = pgbouncer(url, pool_size)
     with contextlib.ExitStack() as stack:
         # the gRPC proxy's port, or the URL through PgBouncer
         endpoint, proxy_process = stack.enter_context(proxy) if proxy else (None, None)

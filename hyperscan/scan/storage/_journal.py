@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
@@ -23,7 +24,7 @@ from hyperscan.scan.storage._heartbeat import NamedHeartbeats, StaleTrialCallbac
 from hyperscan.scan.storage._lock import JournalFlock, RollbackJournalBackend
 from hyperscan.scan.storage._retry import RecordingRetries
 from hyperscan.scan.storage._salvage import SkippedLine, first_damage
-from hyperscan.scan.storage._take import TAKEN, Counted, GatedTakes
+from hyperscan.scan.storage._take import Counted, GatedTakes
 from hyperscan.scan.storage._url import journal_path, journal_url
 
 HEARTBEAT_SUFFIX = ".heartbeats"
@@ -115,10 +116,8 @@ class HeartbeatJournalStorage(
         with open(self._path + TAKE_LOCK_SUFFIX, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                states = [t.state for t in self.get_all_trials(study_id, deepcopy=False)]
-                yield Counted(
-                    sum(state in TAKEN for state in states), states.count(TrialState.WAITING)
-                )
+                trials = self.get_all_trials(study_id, deepcopy=False)
+                yield Counted.of(Counter(trial.state.name for trial in trials))
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import sqlalchemy
 from optuna.storages import RDBStorage
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial
 
 from hyperscan.scan.storage._constants import NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
 from hyperscan.scan.storage._errors import describe_error
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
-from hyperscan.scan.storage._take import TAKEN, Counted, GatedTakes, marked_new_trial
+from hyperscan.scan.storage._take import Counted, GatedTakes, marked_new_trial
 from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_connect_args
 
 # Any constants work; they only have to be the same for every hyperscan process.
@@ -32,12 +32,9 @@ _TAKE_LOCK_KEY = 0x74616B65  # "take", with the study's id as the second key
 _FIRST_TRY_S, _LAST_TRY_S = 0.002, 0.05
 
 
-class _LockTimeout(Exception):
-    """The budget's lock not had within ``$HYPERSCAN_DB_TIMEOUT``: told as the statement
-    timeout a blocking wait for it met before (a transient error, waited out)."""
-
-    def __str__(self) -> str:
-        return "canceling statement due to statement timeout (waiting for the budget's lock)"
+# The budget's lock not had within $HYPERSCAN_DB_TIMEOUT, told as the statement timeout that a
+# blocking wait for it met before: a transient error, waited out.
+_LOCK_TIMEOUT = "canceling statement due to statement timeout (waiting for the budget's lock)"
 
 
 class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
@@ -79,13 +76,11 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
                             lock, {"key": _TAKE_LOCK_KEY, "study": study_id}
                         ).scalar_one()
                     ):
-                        counts = dict(connection.execute(count, {"study": study_id}).all())
-                        taken = sum(counts.get(state.name, 0) for state in TAKEN)
-                        yield Counted(taken, counts.get(TrialState.WAITING.name, 0))
+                        yield Counted.of(dict(connection.execute(count, {"study": study_id}).all()))
                         return
                 if time.monotonic() > deadline:
                     raise sqlalchemy.exc.OperationalError(
-                        "SELECT pg_try_advisory_xact_lock", {}, _LockTimeout()
+                        "SELECT pg_try_advisory_xact_lock", {}, Exception(_LOCK_TIMEOUT)
                     )
                 time.sleep(delay * random.uniform(0.5, 1.5))  # takers out of step
                 delay = min(2 * delay, _LAST_TRY_S)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -45,6 +45,12 @@ class Counted(NamedTuple):
 
     taken: int  # finished or running (:data:`TAKEN`)
     queued: int  # WAITING: a copy to fit again, or a take given back
+
+    @classmethod
+    def of(cls, counts: Mapping[str, int]) -> Counted:
+        """From the number of trials in each state, by the state's name."""
+        taken = sum(counts.get(state.name, 0) for state in TAKEN)
+        return cls(taken, counts.get(TrialState.WAITING.name, 0))
 
 
 class GatedTakes:
