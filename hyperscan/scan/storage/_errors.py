@@ -97,6 +97,11 @@ CAUSES = (
         "limit is $HYPERSCAN_DB_TIMEOUT)",
     ),
     Cause(
+        "canceling statement due to lock timeout",
+        "{host} did not give a worker the budget's lock within $HYPERSCAN_DB_TIMEOUT: an "
+        "overloaded or locked server",
+    ),
+    Cause(
         "canceling statement due to statement timeout",
         "{host} did not finish a statement within $HYPERSCAN_DB_TIMEOUT (its "
         "statement_timeout): an overloaded or locked server",

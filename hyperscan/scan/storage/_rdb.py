@@ -6,14 +6,13 @@ once, under a lock (31 of 32 workers racing to create it on a fresh server crash
 from __future__ import annotations
 
 import os
-import random
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy
+import sqlalchemy.orm
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
@@ -28,13 +27,8 @@ from hyperscan.scan.storage._timeout import database_timeout, limit_waits, pg_co
 # Any constants work; they only have to be the same for every hyperscan process.
 _SCHEMA_LOCK_KEY = 0x68797065  # "hype"
 _TAKE_LOCK_KEY = 0x74616B65  # "take", with the study's id as the second key
-# The budget lock's tries: held about 4 ms uncontended (docs/deployment.md).
-_FIRST_TRY_S, _LAST_TRY_S = 0.002, 0.05
-
-
-# The budget's lock not had within $HYPERSCAN_DB_TIMEOUT, told as the statement timeout that a
-# blocking wait for it met before: a transient error, waited out.
-_LOCK_TIMEOUT = "canceling statement due to statement timeout (waiting for the budget's lock)"
+# The share of $HYPERSCAN_DB_TIMEOUT a take waits for the budget's lock.
+_LOCK_WAIT_SHARE = 0.9
 
 
 class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
@@ -51,39 +45,54 @@ class _RDBStorage(RecordingRetries, GatedTakes, NamedHeartbeats, RDBStorage):
     @contextmanager
     def _counted(self, study_id: int) -> Iterator[Counted]:
         """On PostgreSQL, a transaction-level advisory lock per study, held while the trials
-        are counted and one is created or queued (its commit comes first, on another
-        connection); it goes with the transaction if the worker dies.
+        are counted and one is created or queued, all in the lock's own transaction: the
+        thread's Optuna sessions join it (as savepoints) until it commits, and the lock goes
+        with it if the worker dies.
 
-        The lock is tried, not waited for: a transaction waiting for it holds its connection,
-        and behind PgBouncer's transaction pooling the takers waiting took every server
-        connection while the holder waited for one to create its trial (6 simulated workers
-        of 2 slots behind a pool of 3 stalled until their 60-s timeout; waits of 250 ms at a
-        time, in the server's queue, cut their rate to a quarter). Tries back off from 2 to
-        50 ms, for at most ``$HYPERSCAN_DB_TIMEOUT``."""
+        One connection per take, and the lock waited for in the server's queue, in order:
+        when the trial was created on a second connection, the takers waiting for the lock
+        behind PgBouncer's transaction pooling took every server connection while the holder
+        waited for one (6 simulated workers of 2 slots behind a pool of 3 stalled until their
+        60-s timeout), and tried with backoff instead, the lock went to newer takers (the p95
+        of 50 contended workers' asks tripled, docs/performance.md). The wait is limited by
+        ``lock_timeout``, which PgBouncer passes on, unlike the connection's
+        ``statement_timeout``."""
         count = sqlalchemy.text(
             "SELECT state, count(*) FROM trials WHERE study_id = :study GROUP BY state"
         )
-        lock = sqlalchemy.text("SELECT pg_try_advisory_xact_lock(:key, :study)")
-        deadline = time.monotonic() + database_timeout()
-        delay = _FIRST_TRY_S
-        with self.engine.connect() as connection:
-            postgres = connection.dialect.name == "postgresql"
-            while True:
-                with connection.begin():
-                    if (
-                        not postgres
-                        or connection.execute(
-                            lock, {"key": _TAKE_LOCK_KEY, "study": study_id}
-                        ).scalar_one()
-                    ):
-                        yield Counted.of(dict(connection.execute(count, {"study": study_id}).all()))
-                        return
-                if time.monotonic() > deadline:
-                    raise sqlalchemy.exc.OperationalError(
-                        "SELECT pg_try_advisory_xact_lock", {}, Exception(_LOCK_TIMEOUT)
-                    )
-                time.sleep(delay * random.uniform(0.5, 1.5))  # takers out of step
-                delay = min(2 * delay, _LAST_TRY_S)
+        with self.engine.connect() as connection, connection.begin():
+            if connection.dialect.name != "postgresql":
+                yield Counted.of(dict(connection.execute(count, {"study": study_id}).all()))
+                return
+            # Below the client's own deadline for the statement, so that the server's answer,
+            # which names the lock, comes first.
+            wait_ms = max(1, round(_LOCK_WAIT_SHARE * database_timeout() * 1000))
+            connection.execute(sqlalchemy.text(f"SET LOCAL lock_timeout = {wait_ms}"))
+            connection.execute(
+                sqlalchemy.text("SELECT pg_advisory_xact_lock(:key, :study)"),
+                {"key": _TAKE_LOCK_KEY, "study": study_id},
+            )
+            counted = Counted.of(dict(connection.execute(count, {"study": study_id}).all()))
+            with self._sessions_joining(connection):
+                yield counted
+
+    @contextmanager
+    def _sessions_joining(self, connection: sqlalchemy.Connection) -> Iterator[None]:
+        """This thread's Optuna sessions on ``connection``, each commit a savepoint of its
+        transaction; the thread's own session back afterwards."""
+        registry = self.scoped_session.registry
+        own = registry() if registry.has() else None
+        registry.set(
+            sqlalchemy.orm.Session(bind=connection, join_transaction_mode="create_savepoint")
+        )
+        try:
+            yield
+        finally:
+            registry().close()
+            if own is None:
+                registry.clear()
+            else:
+                registry.set(own)
 
     def _create_new_trial(
         self, study_id: int, template_trial: FrozenTrial | None = None
