@@ -53,6 +53,7 @@ from optuna.trial import TrialState
 from hyperscan.scan._lifecycle import Ending
 from hyperscan.scan._limits import WorkerLimits
 from hyperscan.scan._scheduler import run_trials
+from hyperscan.scan._trial_attrs import repeated
 from hyperscan.scan.storage import gate_takes, load_study, open_storage
 from hyperscan.scan.storage._internals import backend_storage, study_storage
 
@@ -390,44 +391,67 @@ def grpc_proxy(url: str, heartbeat: int, grace: int, threads: int) -> Iterator[t
             process.wait()
 
 
-@contextlib.contextmanager
-def pgbouncer(url: str, pool_size: int) -> Iterator[tuple[str, Any]]:
+class PgBouncer:
     """PgBouncer on a loopback port in front of ``url``'s server, transaction pooling with
-    ``pool_size`` server connections per database; the URL through it, and its process.
-    ``options`` (hyperscan's statement_timeout) is a startup parameter PgBouncer 1.18 cannot
-    pass on: it is ignored, and the client-side deadlines remain."""
-    binary = pgbouncer_binary()
-    if binary is None:
-        raise RuntimeError("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
-    parsed = sqlalchemy.engine.make_url(url)
-    port = free_port()
-    folder = tempfile.mkdtemp(prefix="pgbouncer-")
-    root = os.geteuid() == 0
-    if root:  # PgBouncer refuses to run as root: it runs as postgres, and writes its log here
-        shutil.chown(folder, "postgres")
-    config = os.path.join(folder, "pgbouncer.ini")
-    with open(os.path.join(folder, "users.txt"), "w") as users:
-        users.write(f'"{parsed.username}" ""\n')
-    with open(config, "w") as handle:
-        handle.write(
-            "[databases]\n"
-            f"* = host={parsed.host} port={parsed.port or 5432}\n"
-            "[pgbouncer]\n"
-            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
-            f"auth_type = trust\nauth_file = {folder}/users.txt\n"
-            f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
-            "max_client_conn = 5000\nignore_startup_parameters = options\n"
-            f"logfile = {folder}/pgbouncer.log\n"
-        )
-    user = ["-u", "postgres"] if root else []
-    process = subprocess.Popen([binary, "-q", *user, config])  # -q: its log to the file only
-    try:
-        wait_for_port(port, process, "PgBouncer")
-        yield parsed.set(port=port).render_as_string(hide_password=False), process
-    finally:
-        process.terminate()
-        process.wait(10)
-        shutil.rmtree(folder, ignore_errors=True)
+    ``pool_size`` server connections per database: :attr:`url` is the URL through it, and
+    :meth:`restart` kills it and starts it again on the same port, as a crashed pooler that a
+    supervisor restarts. ``options`` (hyperscan's statement_timeout) is a startup parameter
+    PgBouncer 1.18 cannot pass on: it is ignored, and the client-side deadlines remain."""
+
+    def __init__(self, url: str, pool_size: int) -> None:
+        binary = pgbouncer_binary()
+        if binary is None:
+            raise RuntimeError("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+        parsed = sqlalchemy.engine.make_url(url)
+        self.port = free_port()
+        self.url = parsed.set(port=self.port).render_as_string(hide_password=False)
+        self.folder = tempfile.mkdtemp(prefix="pgbouncer-")
+        root = os.geteuid() == 0
+        if root:  # PgBouncer refuses to run as root: it runs as postgres, and logs here
+            shutil.chown(self.folder, "postgres")
+        config = os.path.join(self.folder, "pgbouncer.ini")
+        with open(os.path.join(self.folder, "users.txt"), "w") as users:
+            users.write(f'"{parsed.username}" ""\n')
+        with open(config, "w") as handle:
+            handle.write(
+                "[databases]\n"
+                f"* = host={parsed.host} port={parsed.port or 5432}\n"
+                "[pgbouncer]\n"
+                f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+                f"auth_type = trust\nauth_file = {self.folder}/users.txt\n"
+                f"pool_mode = transaction\ndefault_pool_size = {pool_size}\n"
+                "max_client_conn = 5000\nignore_startup_parameters = options\n"
+                f"logfile = {self.folder}/pgbouncer.log\n"
+            )
+        # -q: its log to the file only
+        self.command = [binary, "-q", *(["-u", "postgres"] if root else []), config]
+        self.restarts = 0
+        self._cpu_before = 0.0  # of the processes restarts replaced
+        self.process = self._start()
+
+    def _start(self) -> subprocess.Popen:
+        process = subprocess.Popen(self.command)
+        wait_for_port(self.port, process, "PgBouncer")
+        return process
+
+    def cpu(self) -> float:
+        """Seconds of CPU its processes have used."""
+        return self._cpu_before + process_cpu(self.process.pid)
+
+    def restart(self, down: float) -> None:
+        """Killed (SIGKILL: every client and server connection cut), started ``down`` seconds
+        later."""
+        self._cpu_before += process_cpu(self.process.pid)
+        self.process.kill()
+        self.process.wait()
+        time.sleep(down)
+        self.process = self._start()
+        self.restarts += 1
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def pgbouncer_binary() -> str | None:
@@ -492,9 +516,12 @@ def simulate(
     pool_size: int = 20,
     seed: int = 0,
     prefilled: int = 0,
+    restart_proxy_after: float | None = None,
+    proxy_down: float = 2.0,
 ) -> dict[str, Any]:
     """One run against the empty database at ``url`` (``prefilled`` finished trials added
-    first); what it measured."""
+    first), PgBouncer killed ``restart_proxy_after`` seconds into it and started again
+    ``proxy_down`` seconds later; what it measured."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
     logged = WarningCount()
@@ -506,16 +533,26 @@ def simulate(
     stop = threading.Event()
     probes = [Probe() for _ in range(workers)]
     errors: list[str] = []
-    proxy = None
-    if storage == "grpc":
-        proxy = grpc_proxy(url, heartbeat, grace, proxy_threads)
-    elif storage == "pgbouncer":
-        proxy = pgbouncer(url, pool_size)
+    if restart_proxy_after is not None and storage != "pgbouncer":
+        raise ValueError("only PgBouncer is restarted (--storage pgbouncer)")
     with contextlib.ExitStack() as stack:
-        # the gRPC proxy's port, or the URL through PgBouncer
-        endpoint, proxy_process = stack.enter_context(proxy) if proxy else (None, None)
-        proxy_cpu0 = process_cpu(proxy_process.pid) if proxy_process else 0.0
-        worker_url = endpoint if storage == "pgbouncer" else url
+        endpoint, proxy_cpu, bouncer = None, None, None  # the gRPC proxy's port
+        if storage == "grpc":
+            endpoint, proxy_process = stack.enter_context(
+                grpc_proxy(url, heartbeat, grace, proxy_threads)
+            )
+            proxy_cpu = lambda: process_cpu(proxy_process.pid)  # noqa: E731
+        elif storage == "pgbouncer":
+            bouncer = PgBouncer(url, pool_size)
+            stack.callback(bouncer.close)
+            proxy_cpu = bouncer.cpu
+        proxy_cpu0 = proxy_cpu() if proxy_cpu else 0.0
+        worker_url = bouncer.url if bouncer else url
+        told_at_restart: list[int] = []
+
+        def restart_proxy() -> None:
+            told_at_restart.append(sum(len(probe.tell) for probe in probes))
+            bouncer.restart(proxy_down)
 
         def worker(number: int) -> None:
             rng = np.random.default_rng([seed, number])
@@ -532,7 +569,7 @@ def simulate(
                     else optuna.samplers.TPESampler(seed=worker_seed, constant_liar=True)
                 )
                 probes[number].instrument(study)
-                limits = WorkerLimits(study, trials, stop, timeout=duration_limit, url=url)
+                limits = WorkerLimits(study, trials, stop, timeout=duration_limit, url=worker_url)
                 objective = SimObjective(stop, rng, probes[number])
                 gate_takes(study, limits.room_for_one)  # a no-op on a GrpcStorageProxy
                 try:
@@ -555,6 +592,11 @@ def simulate(
             started = time.monotonic()
             for thread in threads:
                 thread.start()
+            if restart_proxy_after is not None:
+                restart = threading.Timer(restart_proxy_after, restart_proxy)
+                restart.start()
+                stack.callback(restart.join)
+                stack.callback(restart.cancel)
             hard_end = started + duration_limit + 8 * trial_seconds + 30
             for thread in threads:
                 thread.join(max(0.0, hard_end - time.monotonic()))
@@ -562,13 +604,18 @@ def simulate(
             stop.set()
             wall = time.monotonic() - started
         sim_cores = (time.process_time() - cpu0) / wall
-        proxy_cores = (process_cpu(proxy_process.pid) - proxy_cpu0) / wall if proxy else None
+        proxy_cores = (proxy_cpu() - proxy_cpu0) / wall if proxy_cpu else None
     logging.getLogger().removeHandler(logged)
     final = optuna.load_study(study_name=name, storage=admin).get_trials(deepcopy=False)
     states = {state.name: 0 for state in TrialState}
     for trial in final:
         states[trial.state.name] += 1
     finished = states["COMPLETE"] + states["PRUNED"]
+    origins = [repeated(t.user_attrs, t.system_attrs) for t in final]
+    copied = {origin[0] for origin in origins if origin is not None}
+    without_copy = [
+        t.number for t in final if t.state == TrialState.FAIL and t.number not in copied
+    ]
     samples = sorted(s for probe in probes for s in probe.sampler)
     tenth = max(1, len(samples) // 10)
     gate = [w for probe in probes for w in probe.gate_wait]
@@ -587,6 +634,8 @@ def simulate(
         "budget_reached": finished >= trials,
         "over_budget": max(0, finished - trials),
         "states": {k: v for k, v in states.items() if v},
+        # failed trials (cut short by an outage) with no queued copy: lost to the scan
+        "failed_without_copy": len(without_copy),
         "errors": len(errors),
         "error_samples": errors[:3],
         "warnings": logged.count,
@@ -615,6 +664,9 @@ def simulate(
         "postgres_cores": round(watch.postgres_cores, 2),
         "simulator_cores": round(sim_cores, 2),
         "proxy_cores": None if proxy_cores is None else round(proxy_cores, 2),
+        "proxy_restarts": bouncer.restarts if bouncer else 0,
+        # trials told before the restart: fewer than the budget if it came mid-scan
+        "told_at_restart": told_at_restart[0] if told_at_restart else None,
         "trials_per_second": round((finished - prefilled) / wall, 2),
         "wall_s": round(wall, 1),
     }  # fmt: skip
@@ -633,6 +685,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--grace", type=int, default=30, help="stale after, s")
     parser.add_argument("--proxy-threads", type=int, default=10, help="gRPC server threads")
     parser.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
+    parser.add_argument(
+        "--restart-proxy-after", type=float, help="kill PgBouncer after so many seconds"
+    )
+    parser.add_argument("--proxy-down", type=float, default=2.0, help="seconds until restarted")
     parser.add_argument("--url", help="an empty PostgreSQL database (default: a scratch one)")
     parser.add_argument(
         "--prefill", type=int, default=0, help="finished trials in the study before the workers"
@@ -645,6 +701,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         duration_limit=args.duration_limit, trial_seconds=args.trial_seconds,
         sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
         proxy_threads=args.proxy_threads, pool_size=args.pool_size, prefilled=args.prefill,
+        restart_proxy_after=args.restart_proxy_after, proxy_down=args.proxy_down,
     )  # fmt: skip
     if args.url:
         result = simulate(args.url, **options)

@@ -46,9 +46,9 @@ def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(
 ):
     """6 workers of 2 slots through PgBouncer (transaction pooling, 3 server connections):
     exactly the budget, no error, and the database sees the pool's connections, not the
-    workers'. The budget's lock is tried, not waited for: takers waiting for it held every
-    server connection while its holder waited for one to create its trial, and the workers
-    stalled until their 60-s timeout."""
+    workers'. The budget's trial is created in the lock's own transaction: created on a second
+    connection, takers waiting for the lock held every server connection while its holder
+    waited for one, and the workers stalled until their 60-s timeout."""
     sim = load_benchmark("load_sim")
     if sim.pgbouncer_binary() is None:
         skip_or_fail_on_ci("pgbouncer is not installed (apt-get install -y pgbouncer)")
@@ -68,3 +68,35 @@ def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(
     assert result["workers_still_running_at_hard_end"] == 0
     # PgBouncer's 3, and the connections of the storage that created the study (2 at most)
     assert result["peak_connections"] <= 5, result["peak_connections"]
+
+
+def test_workers_behind_pgbouncer_finish_the_budget_across_its_crash(
+    postgres_url, skip_or_fail_on_ci
+):
+    """PgBouncer killed mid-scan (every connection cut: asks, tells, heartbeats and the
+    budget's lock) and started again 2 s later: the workers wait it out, and the scan ends
+    with exactly the budget, none left RUNNING or queued, each trial cut short failed and
+    queued again (its copy finished), no error."""
+    sim = load_benchmark("load_sim")
+    if sim.pgbouncer_binary() is None:
+        skip_or_fail_on_ci("pgbouncer is not installed (apt-get install -y pgbouncer)")
+    result = sim.simulate(
+        postgres_url,
+        storage="pgbouncer",
+        pool_size=3,
+        workers=4,
+        slots=2,
+        trials=40,
+        duration_limit=60,
+        trial_seconds=0.3,
+        restart_proxy_after=2.0,
+        proxy_down=2.0,
+    )
+    assert result["proxy_restarts"] == 1
+    assert 0 < result["told_at_restart"] < 40, "the crash did not come mid-scan"
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["trials_finished"] == 40 and result["exact"]
+    assert set(result["states"]) <= {"COMPLETE", "FAIL"}, result["states"]
+    assert result["failed_without_copy"] == 0
+    assert result["workers_still_running_at_hard_end"] == 0
+    assert result["warnings"] > 0, "no worker saw the outage"
