@@ -727,6 +727,7 @@ ONE_PER_CAUSE = [
         ('connection to server at "db", port 5432 failed: Connection refused', True),
         ("no answer within 60 s (to a statement): a hung server or network", True),
         ('FATAL:  password authentication failed for user "bob"', False),
+        ("FATAL:  SASL authentication failed", False),  # PgBouncer's words for it
         ('FATAL:  database "scans" does not exist', False),
         ('could not translate host name "dbb" to address: Name or service not known', False),
     ],

@@ -60,7 +60,8 @@ CAUSES = (
         passes=False,
     ),
     Cause(
-        "password authentication failed|no password supplied",
+        # PgBouncer says SASL for a wrong password.
+        "password authentication failed|SASL authentication failed|no password supplied",
         "password authentication failed at {host}",
         passes=False,
     ),
