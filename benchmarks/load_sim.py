@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A load simulator for the scan's storage (issue #55, item 8): N simulated workers, as
-threads of this one process, each with its own storage (its own connection pool, as a real
-worker process has), run through the real trial loop (scan/_scheduler.py's ``run_trials``),
+threads of this one process or of ``--processes P`` forked ones, each with its own storage (its
+own connection pool, as a real worker process has), run through the real trial loop (scan/_scheduler.py's ``run_trials``),
 the real budget gate, heartbeats, stale-trial failing and retry schedule (``WorkerLimits``).
 Only the fit and its score are stood in for: a trial's slot is held for a drawn time
 (exponential, mean --trial-seconds, capped at 4x) and told a drawn value. No fit runs;
@@ -18,8 +18,8 @@ budget or --duration-limit, and prints what it measured as JSON. ``--prefill N``
 finished trials (drawn parameters and values, the simulated trials' attributes), as a study
 that a long scan has grown to: what an ask costs at 5 000 or 20 000 trials is measured without
 running them; they count in the budget (--trials), as a study's earlier trials do. Threads
-share one GIL: the sampler's CPU time is serialised across workers here, as it is not across
-worker processes.
+share one GIL: the sampler's CPU time is serialised across the workers of one process, as it
+is not across worker processes (--processes, as many as the machine has cores to give).
 
     PYTHONPATH=. python benchmarks/load_sim.py --workers 50 --slots 8 --trials 1000
 """
@@ -30,6 +30,7 @@ import argparse
 import contextlib
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import socket
@@ -42,7 +43,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -500,6 +501,156 @@ class WarningCount(logging.Handler):
             self.first.append(record.getMessage()[:200])
 
 
+@dataclass
+class Fleet:
+    """What the simulated workers of one process did."""
+
+    probes: list[Probe]
+    errors: list[str]
+    alive: int  # still running at the hard end
+    cpu: float  # the process's CPU seconds while they ran
+    warnings: int
+    warning_samples: list[str]
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> Fleet:
+        return cls(**{**fields, "probes": [Probe(**probe) for probe in fields["probes"]]})
+
+
+@dataclass
+class Setting:
+    """What every simulated worker of a run is given."""
+
+    url: str  # the workers' storage URL (through PgBouncer, if it is there)
+    study: str
+    storage: str
+    endpoint: int | None  # the gRPC proxy's port
+    trials: int
+    slots: int
+    duration_limit: float
+    trial_seconds: float
+    sampler: str
+    heartbeat: int
+    grace: int
+    seed: int
+
+    @property
+    def hard_end_s(self) -> float:
+        """Seconds after the start when the run is ended, whatever runs."""
+        return self.duration_limit + 8 * self.trial_seconds + 30
+
+
+def run_fleet(numbers: list[int], setting: Setting) -> Fleet:
+    """Simulated workers ``numbers`` as threads of this process, until they end or the hard
+    end."""
+    logged = WarningCount()
+    logging.getLogger().addHandler(logged)
+    stop = threading.Event()
+    probes = {number: Probe() for number in numbers}
+    errors: list[str] = []
+
+    def worker(number: int) -> None:
+        rng = np.random.default_rng([setting.seed, number])
+        try:
+            if setting.storage == "grpc":
+                own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=setting.endpoint)
+            else:
+                own = open_storage(
+                    setting.url, heartbeat_interval=setting.heartbeat, grace_period=setting.grace
+                )
+            study = load_study(own, setting.study)
+            worker_seed = int(rng.integers(2**31))
+            study.sampler = (
+                optuna.samplers.RandomSampler(seed=worker_seed)
+                if setting.sampler == "random"
+                else optuna.samplers.TPESampler(seed=worker_seed, constant_liar=True)
+            )
+            probes[number].instrument(study)
+            limits = WorkerLimits(
+                study, setting.trials, stop, timeout=setting.duration_limit, url=setting.url
+            )
+            objective = SimObjective(stop, rng, probes[number])
+            gate_takes(study, limits.room_for_one)  # a no-op on a GrpcStorageProxy
+            runner = SimRunner(setting.slots, setting.trial_seconds, rng)
+            try:
+                run_trials(study, objective, runner, limits)
+            finally:
+                gate_takes(study, None)
+                if setting.storage == "grpc":
+                    own.close()
+                else:
+                    own.engine.dispose()
+        except Exception as error:  # counted, and the run goes on
+            errors.append(f"worker {number}: {type(error).__name__}: {error}"[:300])
+
+    threads = [
+        threading.Thread(target=worker, args=(n,), name=f"w{n}", daemon=True) for n in numbers
+    ]
+    cpu0 = time.process_time()
+    hard_end = time.monotonic() + setting.hard_end_s
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, hard_end - time.monotonic()))
+    alive = sum(thread.is_alive() for thread in threads)
+    stop.set()
+    logging.getLogger().removeHandler(logged)
+    return Fleet(
+        list(probes.values()), errors, alive, time.process_time() - cpu0, logged.count, logged.first
+    )
+
+
+class ForkedFleets:
+    """Simulated workers in ``len(chunks)`` processes, forked before the measurement starts
+    (with nothing but this thread running), each running its chunk's workers as threads once
+    :meth:`start` says go: worker processes, as a cluster has, each with its own GIL."""
+
+    def __init__(self, chunks: list[list[int]], setting: Setting) -> None:
+        context = multiprocessing.get_context("fork")
+        self.go = context.Event()
+        self.chunks = chunks
+        self.setting = setting
+        self.pipes, self.processes = [], []
+        for chunk in chunks:
+            receive, send = context.Pipe(duplex=False)
+            process = context.Process(target=self._serve, args=(send, chunk), daemon=True)
+            process.start()
+            send.close()
+            self.pipes.append(receive)
+            self.processes.append(process)
+
+    def _serve(self, send: Any, chunk: list[int]) -> None:
+        try:
+            self.go.wait()
+            fleet = run_fleet(chunk, self.setting)
+        except BaseException as error:  # said in the result, not lost with the process
+            fleet = Fleet([], [f"process: {type(error).__name__}: {error}"[:300]], 0, 0.0, 0, [])
+        send.send(asdict(fleet))
+        send.close()
+        os._exit(0)  # none of the parent's objects finalised here (its connections stay open)
+
+    def start(self) -> None:
+        self.go.set()
+
+    def join(self) -> list[Fleet]:
+        """Each process's fleet, once it ends (a process silent past the hard end: its
+        workers counted as still running, and it is killed)."""
+        deadline = time.monotonic() + self.setting.hard_end_s + 30
+        fleets = []
+        for receive, process, chunk in zip(self.pipes, self.processes, self.chunks, strict=True):
+            if receive.poll(max(0.0, deadline - time.monotonic())):
+                fleets.append(Fleet.from_dict(receive.recv()))
+            else:
+                fleets.append(
+                    Fleet([], [f"process {process.pid}: no answer"], len(chunk), 0, 0, [])
+                )
+            process.join(5)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        return fleets
+
+
 def simulate(
     url: str,
     *,
@@ -518,23 +669,20 @@ def simulate(
     prefilled: int = 0,
     restart_proxy_after: float | None = None,
     proxy_down: float = 2.0,
+    processes: int = 0,
 ) -> dict[str, Any]:
     """One run against the empty database at ``url`` (``prefilled`` finished trials added
     first), PgBouncer killed ``restart_proxy_after`` seconds into it and started again
-    ``proxy_down`` seconds later; what it measured."""
+    ``proxy_down`` seconds later, the workers threads of this process or spread over
+    ``processes`` forked ones; what it measured."""
+    if restart_proxy_after is not None and storage != "pgbouncer":
+        raise ValueError("only PgBouncer is restarted (--storage pgbouncer)")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-    logged = WarningCount()
-    logging.getLogger().addHandler(logged)
     admin = open_storage(url, create=True, heartbeat_interval=heartbeat, grace_period=grace)
     name = f"sim-{uuid.uuid4().hex[:8]}"
     created = optuna.create_study(study_name=name, storage=admin, direction="minimize")
     prefill_seconds = prefill(created, prefilled, np.random.default_rng([seed, 2**31]))
-    stop = threading.Event()
-    probes = [Probe() for _ in range(workers)]
-    errors: list[str] = []
-    if restart_proxy_after is not None and storage != "pgbouncer":
-        raise ValueError("only PgBouncer is restarted (--storage pgbouncer)")
     with contextlib.ExitStack() as stack:
         endpoint, proxy_cpu, bouncer = None, None, None  # the gRPC proxy's port
         if storage == "grpc":
@@ -546,66 +694,39 @@ def simulate(
             bouncer = PgBouncer(url, pool_size)
             stack.callback(bouncer.close)
             proxy_cpu = bouncer.cpu
-        proxy_cpu0 = proxy_cpu() if proxy_cpu else 0.0
-        worker_url = bouncer.url if bouncer else url
+        setting = Setting(
+            url=bouncer.url if bouncer else url, study=name, storage=storage, endpoint=endpoint,
+            trials=trials, slots=slots, duration_limit=duration_limit,
+            trial_seconds=trial_seconds, sampler=sampler, heartbeat=heartbeat, grace=grace,
+            seed=seed,
+        )  # fmt: skip
+        numbers = list(range(workers))
+        chunks = [numbers[i::processes] for i in range(processes)]
+        forked = ForkedFleets(chunks, setting) if processes else None
         told_at_restart: list[int] = []
 
         def restart_proxy() -> None:
-            told_at_restart.append(sum(len(probe.tell) for probe in probes))
+            finished = created.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            told_at_restart.append(len(finished))
             bouncer.restart(proxy_down)
 
-        def worker(number: int) -> None:
-            rng = np.random.default_rng([seed, number])
-            try:
-                if storage == "grpc":
-                    own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=endpoint)
-                else:
-                    own = open_storage(worker_url, heartbeat_interval=heartbeat, grace_period=grace)
-                study = load_study(own, name)
-                worker_seed = int(rng.integers(2**31))
-                study.sampler = (
-                    optuna.samplers.RandomSampler(seed=worker_seed)
-                    if sampler == "random"
-                    else optuna.samplers.TPESampler(seed=worker_seed, constant_liar=True)
-                )
-                probes[number].instrument(study)
-                limits = WorkerLimits(study, trials, stop, timeout=duration_limit, url=worker_url)
-                objective = SimObjective(stop, rng, probes[number])
-                gate_takes(study, limits.room_for_one)  # a no-op on a GrpcStorageProxy
-                try:
-                    run_trials(study, objective, SimRunner(slots, trial_seconds, rng), limits)
-                finally:
-                    gate_takes(study, None)
-                    if storage == "grpc":
-                        own.close()
-                    else:
-                        own.engine.dispose()
-            except Exception as error:  # counted, and the run goes on
-                errors.append(f"worker {number}: {type(error).__name__}: {error}"[:300])
-
-        threads = [
-            threading.Thread(target=worker, args=(n,), name=f"w{n}", daemon=True)
-            for n in range(workers)
-        ]
-        cpu0 = time.process_time()
+        proxy_cpu0 = proxy_cpu() if proxy_cpu else 0.0
         with PostgresWatch(url) as watch:
             started = time.monotonic()
-            for thread in threads:
-                thread.start()
             if restart_proxy_after is not None:
                 restart = threading.Timer(restart_proxy_after, restart_proxy)
                 restart.start()
                 stack.callback(restart.join)
                 stack.callback(restart.cancel)
-            hard_end = started + duration_limit + 8 * trial_seconds + 30
-            for thread in threads:
-                thread.join(max(0.0, hard_end - time.monotonic()))
-            alive = sum(thread.is_alive() for thread in threads)
-            stop.set()
+            if forked is None:
+                fleets = [run_fleet(numbers, setting)]
+            else:
+                forked.start()
+                fleets = forked.join()
             wall = time.monotonic() - started
-        sim_cores = (time.process_time() - cpu0) / wall
         proxy_cores = (proxy_cpu() - proxy_cpu0) / wall if proxy_cpu else None
-    logging.getLogger().removeHandler(logged)
+    probes = [probe for fleet in fleets for probe in fleet.probes]
+    errors = [error for fleet in fleets for error in fleet.errors]
     final = optuna.load_study(study_name=name, storage=admin).get_trials(deepcopy=False)
     states = {state.name: 0 for state in TrialState}
     for trial in final:
@@ -638,9 +759,9 @@ def simulate(
         "failed_without_copy": len(without_copy),
         "errors": len(errors),
         "error_samples": errors[:3],
-        "warnings": logged.count,
-        "warning_samples": logged.first[:3],
-        "workers_still_running_at_hard_end": alive,
+        "warnings": sum(fleet.warnings for fleet in fleets),
+        "warning_samples": [w for fleet in fleets for w in fleet.warning_samples][:3],
+        "workers_still_running_at_hard_end": sum(fleet.alive for fleet in fleets),
         "ask": percentiles([a for probe in probes for a in probe.ask]),
         # each worker's first ask apart from its later ones
         "first_ask_per_worker": percentiles([probe.ask[0] for probe in probes if probe.ask]),
@@ -662,7 +783,8 @@ def simulate(
         "commits": watch.commits,
         "tps": round(watch.tps, 1),
         "postgres_cores": round(watch.postgres_cores, 2),
-        "simulator_cores": round(sim_cores, 2),
+        "processes": processes or 1,
+        "simulator_cores": round(sum(fleet.cpu for fleet in fleets) / wall, 2),
         "proxy_cores": None if proxy_cores is None else round(proxy_cores, 2),
         "proxy_restarts": bouncer.restarts if bouncer else 0,
         # trials told before the restart: fewer than the budget if it came mid-scan
@@ -689,6 +811,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--restart-proxy-after", type=float, help="kill PgBouncer after so many seconds"
     )
     parser.add_argument("--proxy-down", type=float, default=2.0, help="seconds until restarted")
+    parser.add_argument(
+        "--processes", type=int, default=0, help="fork the workers into so many processes"
+    )
     parser.add_argument("--url", help="an empty PostgreSQL database (default: a scratch one)")
     parser.add_argument(
         "--prefill", type=int, default=0, help="finished trials in the study before the workers"
@@ -702,6 +827,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
         proxy_threads=args.proxy_threads, pool_size=args.pool_size, prefilled=args.prefill,
         restart_proxy_after=args.restart_proxy_after, proxy_down=args.proxy_down,
+        processes=args.processes,
     )  # fmt: skip
     if args.url:
         result = simulate(args.url, **options)

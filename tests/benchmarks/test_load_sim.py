@@ -4,14 +4,25 @@ error and no trial left behind."""
 
 from __future__ import annotations
 
+import pytest
 from _scripts import load_benchmark
 
 
-def test_simulated_workers_take_exactly_the_budget_on_postgres(postgres_url):
+@pytest.mark.parametrize("processes", [0, 2], ids=["threads", "processes"])
+def test_simulated_workers_take_exactly_the_budget_on_postgres(postgres_url, processes):
+    """As threads of one process, or forked into two (each worker process with its own GIL,
+    as on a cluster): what every worker measured comes back."""
     sim = load_benchmark("load_sim")
     result = sim.simulate(
-        postgres_url, workers=4, slots=2, trials=20, duration_limit=20, trial_seconds=0.2
+        postgres_url,
+        workers=4,
+        slots=2,
+        trials=20,
+        duration_limit=20,
+        trial_seconds=0.2,
+        processes=processes,
     )
+    assert result["processes"] == max(1, processes)
     assert result["errors"] == 0, result["error_samples"]
     assert result["trials_finished"] == 20 and result["exact"]
     assert set(result["states"]) == {"COMPLETE"}  # none RUNNING, WAITING or FAIL
