@@ -42,6 +42,7 @@ from hyperscan.scan.storage import (
     HeartbeatJournalStorage,
     NoSchemaError,
     StorageError,
+    _errors,
     describe_error,
     gate_takes,
     give_back_lost_takes,
@@ -54,7 +55,7 @@ from hyperscan.scan.storage import (
     taking,
     transient_error,
 )
-from hyperscan.scan.storage._errors import CAUSES
+from hyperscan.scan.storage._errors import CAUSES, note_reached
 from hyperscan.scan.storage._timeout import TIMEOUT_ENV
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -687,6 +688,10 @@ ONE_PER_CAUSE = [
         "connection refused by db:5432: no database server listens there",
     ),
     (
+        psycopg2.OperationalError('could not translate host name "Pgbouncer" to address'),
+        "db:5432 does not resolve now, though it did when the worker started",
+    ),
+    (
         psycopg2.OperationalError('could not translate host name "db" to address'),
         "unknown host in db:5432",
     ),
@@ -738,9 +743,28 @@ def test_an_outage_or_a_full_connection_limit_is_waited_out_a_wrong_setting_is_n
     assert transient_error(optuna_wrapped(psycopg2.OperationalError(message))) is passes
 
 
-def test_every_cause_of_the_table_is_told():
+def test_a_host_name_that_stops_resolving_is_waited_out_if_it_resolved_before(
+    postgres_url, monkeypatch
+):
+    """A compose service's name stops resolving while its container restarts (a PgBouncer
+    killed mid-scan crashed both workers with a traceback): once a storage has opened on a
+    host, its name not resolving is an outage, waited out; a name never reached is a mistake,
+    told at once."""
+    monkeypatch.setattr(_errors, "_REACHED", set())
+    gone = optuna_wrapped(
+        psycopg2.OperationalError('could not translate host name "127.0.0.1" to address')
+    )
+    assert not transient_error(gone)
+    open_storage(postgres_url, create=True).engine.dispose()
+    assert transient_error(gone)
+    assert "does not resolve now, though it did" in str(describe_error(gone, postgres_url))
+
+
+def test_every_cause_of_the_table_is_told(monkeypatch):
     """No cause is shadowed by an earlier one (the table is read in order), none is untested;
     a missing schema is told as a NoSchemaError, for `study list` to say "no studies"."""
+    monkeypatch.setattr(_errors, "_REACHED", set())
+    note_reached("postgresql://bob@pgbouncer:6432/scans")  # reached before, as a worker has
     assert len(ONE_PER_CAUSE) == len(CAUSES)
     for (error, expected), cause in zip(ONE_PER_CAUSE, CAUSES, strict=True):
         told = describe_error(optuna_wrapped(error), "postgresql://bob:pw@db:5432/scans")

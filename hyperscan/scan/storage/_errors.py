@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +35,21 @@ class Cause:
     #: False for a mistake in the settings, which waiting does not mend (a wrong password or
     #: host name): a worker starting up waits out the others, not these.
     passes: bool = True
+    #: Whether the cause applies to this match, if only sometimes (None: always).
+    when: Callable[[re.Match[str]], bool] | None = None
+
+
+#: Host names this process has reached a database at (:func:`note_reached`).
+_REACHED: set[str] = set()
+
+
+def note_reached(url: str) -> None:
+    """Remember that ``url``'s host name resolved and its server answered: if it stops
+    resolving later, its server or service is away (a container restarting: Docker's DNS
+    forgets a stopped container's name), not misspelt."""
+    host = sqlalchemy.engine.make_url(url).host
+    if host:
+        _REACHED.add(host.lower())
 
 
 CAUSES = (
@@ -85,6 +100,12 @@ CAUSES = (
         "connection refused",
         "connection refused by {host}: no database server listens there "
         "(is PostgreSQL running? is the port right?)",
+    ),
+    Cause(
+        r'could not translate host name "(?P<name>[^"]+)"',
+        "{host} does not resolve now, though it did when the worker started: its server or "
+        "service is away (a container restarting?)",
+        when=lambda match: match["name"].lower() in _REACHED,
     ),
     Cause(
         "could not translate host name|name or service not known"
@@ -185,7 +206,7 @@ def _cause(evidence: str) -> tuple[Cause, re.Match[str]] | None:
     """The first of :data:`CAUSES` found in ``evidence``, with its match."""
     for cause in CAUSES:
         match = re.search(cause.pattern, evidence, flags=re.IGNORECASE)
-        if match is not None:
+        if match is not None and (cause.when is None or cause.when(match)):
             return cause, match
     return None
 

@@ -17,7 +17,7 @@ from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
 from hyperscan.scan.storage._constants import NO_SCHEMA, PG_PREFIX, SCHEMA_HINT
-from hyperscan.scan.storage._errors import describe_error
+from hyperscan.scan.storage._errors import describe_error, note_reached
 from hyperscan.scan.storage._exceptions import NoSchemaError, StorageError
 from hyperscan.scan.storage._heartbeat import NamedHeartbeats, check_heartbeat
 from hyperscan.scan.storage._retry import RecordingRetries
@@ -232,4 +232,5 @@ def open_rdb(
             raise type(exc)(exc.cause, url) from exc
         raise
     storage._hyperscan_url = url
+    note_reached(url)  # the schema checked or created: its host resolved
     return storage
