@@ -24,6 +24,7 @@ from click.testing import CliRunner
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE = REPO / "docker-compose.yml"
 GPU_OVERRIDE = REPO / "docker" / "compose.gpu.yml"
+PGBOUNCER_OVERRIDE = REPO / "docker" / "compose.pgbouncer.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 SLURM_SCRIPT = REPO / "docker" / "slurm-workers.sbatch"
 DOCKERFILES = {"cpu": REPO / "docker" / "Dockerfile.cpu", "gpu": REPO / "docker" / "Dockerfile.gpu"}
@@ -239,6 +240,7 @@ class Deploy:
     repo = REPO
     compose_path = COMPOSE
     gpu_override_path = GPU_OVERRIDE
+    pgbouncer_override_path = PGBOUNCER_OVERRIDE
     env_example_path = ENV_EXAMPLE
     slurm_script = SLURM_SCRIPT
     dockerfiles = DOCKERFILES
@@ -263,12 +265,16 @@ class Deploy:
         assert isinstance(document, dict), f"{path.name} is not a mapping"
         return document
 
-    def compose(self, env: Mapping[str, str] | None = None, gpu: bool = False) -> dict[str, Any]:
+    def compose(
+        self, env: Mapping[str, str] | None = None, gpu: bool = False, pgbouncer: bool = False
+    ) -> dict[str, Any]:
         """The compose file(s) as `docker compose config` would resolve them (merge keys by
-        YAML, then the override, then interpolation with .env.example's values and `env`)."""
+        YAML, then the overrides, then interpolation with .env.example's values and `env`)."""
         document = self.raw()
         if gpu:
             document = merge(document, self.raw(GPU_OVERRIDE))
+        if pgbouncer:
+            document = merge(document, self.raw(PGBOUNCER_OVERRIDE))
         values = {**self.env_example(), **(env or {})}
         return interpolate_tree(document, values)
 

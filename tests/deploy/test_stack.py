@@ -11,6 +11,7 @@ ones). docs/deployment.md says what it covers and what it cannot.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -18,6 +19,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 import optuna
@@ -67,11 +69,13 @@ class Stack:
         self.results.mkdir()
         self.results.chmod(0o777)  # the image's user (uid 10001) writes the export here
         self.postgres_port = _free_port()
+        self.pgbouncer_port = _free_port()
         self.dashboard_port = _free_port()
         self.env = {
             **os.environ,
             "POSTGRES_PASSWORD": self.password,
             "POSTGRES_PORT": str(self.postgres_port),
+            "PGBOUNCER_PORT": str(self.pgbouncer_port),
             "HYPERSCAN_DASHBOARD_PORT": str(self.dashboard_port),
             "HYPERSCAN_RESULTS": str(self.results),
             # A killed worker's trial is failed and retried after seconds, not 10 minutes.
@@ -80,9 +84,13 @@ class Stack:
         }
         self.command = [*compose, "--project-name", self.project, "--file", "docker-compose.yml"]
 
-    def __call__(self, *args: str, gpu: bool = False, timeout: float = 600) -> str:
-        """`docker compose ARGS` on this project; ``gpu``: with docker/compose.gpu.yml."""
+    def __call__(
+        self, *args: str, gpu: bool = False, pgbouncer: bool = False, timeout: float = 600
+    ) -> str:
+        """`docker compose ARGS` on this project; ``gpu``: with docker/compose.gpu.yml,
+        ``pgbouncer``: with docker/compose.pgbouncer.yml."""
         override = ["--file", "docker/compose.gpu.yml"] if gpu else []
+        override += ["--file", "docker/compose.pgbouncer.yml"] if pgbouncer else []
         done = subprocess.run(
             [*self.command, *override, *args],
             cwd=REPO,
@@ -106,8 +114,19 @@ class Stack:
             timeout=600,
         )
 
-    def containers(self, service: str) -> list[str]:
-        return self("ps", "--quiet", service).split()
+    def containers(self, service: str, pgbouncer: bool = False) -> list[str]:
+        return self("ps", "--quiet", service, pgbouncer=pgbouncer).split()
+
+    def addresses(self, service: str, pgbouncer: bool = False) -> list[str]:
+        """The addresses of the service's containers on the project's network."""
+        return subprocess.run(
+            ["docker", "inspect", "--format"]
+            + ["{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"]
+            + self.containers(service, pgbouncer),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
 
     def host_address(self) -> str:
         """This host's address on the project's network: not loopback, and there on any host
@@ -124,12 +143,12 @@ class Stack:
     def storage(self) -> str:
         return f"postgresql://hyperscan:{self.password}@127.0.0.1:{self.postgres_port}/hyperscan"
 
-    def trials(self) -> list[optuna.trial.FrozenTrial]:
+    def trials(self, study: str = STUDY) -> list[optuna.trial.FrozenTrial]:
         # SQLAlchemy's own driver name: its default for postgresql:// is psycopg 3.
         url = self.storage.replace("postgresql://", "postgresql+psycopg2://", 1)
         storage = optuna.storages.RDBStorage(url)
         try:
-            return optuna.load_study(study_name=STUDY, storage=storage).get_trials()
+            return optuna.load_study(study_name=study, storage=storage).get_trials()
         finally:
             storage.engine.dispose()
 
@@ -276,3 +295,60 @@ def test_the_gpu_image_builds_on_its_tensorflow_base_and_runs_a_trial(stack):
     )
     assert worker.returncode == 0, worker.stdout + worker.stderr
     assert "worker done: 1 trial" in worker.stdout, worker.stdout
+
+
+def test_workers_through_pgbouncer_scan_across_its_crash(stack):
+    """docker/compose.pgbouncer.yml: its image built on HYPERSCAN_POSTGRES_IMAGE, its settings
+    written from the environment, two workers through it (scram-sha-256 with the compose
+    file's password), PgBouncer killed mid-scan and started again: the workers wait it out and
+    exit 0 at exactly the budget, none left RUNNING or queued, a trial cut short re-queued; the
+    database's sessions come from PgBouncer, not from the workers."""
+    study = "via-pgbouncer"
+    stack.env["HYPERSCAN_STUDY"] = study  # study-create makes it; the workers scan it
+    try:
+        stack("build", "pgbouncer", pgbouncer=True, timeout=1800)
+        stack("up", "--detach", "--scale", "worker=2", "worker", pgbouncer=True)
+
+        def mid_scan():
+            trials = stack.trials(study)
+            running = [t for t in trials if t.state == optuna.trial.TrialState.RUNNING]
+            return _finished(trials) and running and len(_finished(trials)) < BUDGET
+
+        stack.wait_for("a trial finished and one running, through PgBouncer", mid_scan)
+        sessions = (
+            "SELECT DISTINCT host(client_addr) FROM pg_stat_activity"
+            " WHERE datname = 'hyperscan' AND pid <> pg_backend_pid() AND client_addr IS NOT NULL"
+        )
+        with closing(psycopg2.connect(stack.storage, connect_timeout=5)) as connection:
+            cursor = connection.cursor()
+            cursor.execute(sessions)
+            clients = {row[0] for row in cursor.fetchall()}
+        (bouncer,) = stack.addresses("pgbouncer", pgbouncer=True)
+        assert bouncer in clients and not clients & set(stack.addresses("worker")), clients
+        stack("kill", "pgbouncer", pgbouncer=True)
+        time.sleep(3)
+        stack("start", "pgbouncer", pgbouncer=True)
+
+        assert stack.wait_for("the workers exited", lambda: stack.exit_codes("worker")) == [0, 0]
+        trials = stack.trials(study)
+        states = [(t.number, t.state.name) for t in trials]
+        assert len(_finished(trials)) == BUDGET, states
+        left = {optuna.trial.TrialState.RUNNING, optuna.trial.TrialState.WAITING}
+        assert not [t for t in trials if t.state in left], states
+        copied = retries(trials)
+        for trial in trials:
+            if trial.state == optuna.trial.TrialState.FAIL:
+                assert trial.number in copied, f"trial {trial.number} not re-queued: {states}"
+        # The workers saw PgBouncer gone (Docker's DNS forgets a stopped container's name) ...
+        logs = stack("logs", "--no-color", "worker", pgbouncer=True)
+        assert re.search(r"pgbouncer:6432 (does not resolve now|.*refused)", logs), logs
+        # ... and waited it out, not restarted by Compose (on-failure) after a crash.
+        restarts = subprocess.run(
+            ["docker", "inspect", "--format", "{{.RestartCount}}", *stack.containers("worker")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert restarts == ["0", "0"], logs
+    finally:
+        del stack.env["HYPERSCAN_STUDY"]
