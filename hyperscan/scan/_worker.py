@@ -163,7 +163,7 @@ def run_worker(
         runner = TrialBatch(runcard.trial_base, problem, slots, reserve=reserve)
     objective = Objective(runcard, problem, stop, on_start)
     gate_takes(study, limits.room_for_one)
-    with stop_on_signals(stop), _gate_removed(study):
+    with stop_on_signals(stop), _gate_removed(study), explained_storage_errors(storage):
         spent = run_trials(study, objective, runner, limits)
     with explained_storage_errors(storage):
         return limits.report(spent)

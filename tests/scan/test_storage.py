@@ -44,6 +44,7 @@ from hyperscan.scan.storage import (
     StorageError,
     _errors,
     describe_error,
+    explained_storage_errors,
     gate_takes,
     give_back_lost_takes,
     load_study,
@@ -758,6 +759,22 @@ def test_a_host_name_that_stops_resolving_is_waited_out_if_it_resolved_before(
     open_storage(postgres_url, create=True).engine.dispose()
     assert transient_error(gone)
     assert "does not resolve now, though it did" in str(describe_error(gone, postgres_url))
+
+
+def test_a_refusal_the_table_names_ends_a_worker_in_one_line_an_unknown_one_keeps_its_trace(
+    tmp_path,
+):
+    """A privilege revoked or a password changed mid-scan is the database refusing for a cause
+    the table names: the worker ends on one line saying it (it printed Optuna's traceback); a
+    database error the table does not know (a bug in what was sent) keeps its traceback."""
+    storage = open_storage(str(tmp_path / DEFAULT_STORAGE), create=True)
+    revoked = psycopg2.errors.InsufficientPrivilege("permission denied for table trials")
+    told = pytest.raises(StorageError, match="lacks a privilege: permission denied for table")
+    with told, explained_storage_errors(storage):
+        raise optuna_wrapped(revoked)
+    bug = psycopg2.errors.SyntaxError('syntax error at or near "SELEC"')
+    with pytest.raises(sqlalchemy.exc.ProgrammingError), explained_storage_errors(storage):
+        raise sqlalchemy.exc.ProgrammingError("SELEC 1", {}, bug)
 
 
 def test_every_cause_of_the_table_is_told(monkeypatch):

@@ -213,16 +213,25 @@ def _cause(evidence: str) -> tuple[Cause, re.Match[str]] | None:
 
 @contextmanager
 def explained_storage_errors(storage: BaseStorage) -> Iterator[None]:
-    """A dropped connection outside a trial (a worker re-queues the trial it cut short itself)
-    ends the caller with its cause as a :class:`StorageError`, not with Optuna's traceback."""
+    """A dropped connection outside a trial (a worker re-queues the trial it cut short itself),
+    or a refusal of the database that :data:`CAUSES` names (a password changed, a privilege
+    revoked mid-scan), ends the caller with its cause as a :class:`StorageError`, not with
+    Optuna's traceback; an error the table does not know keeps its traceback (a bug)."""
     try:
         yield
     except StorageError:
         raise
     except Exception as error:
-        if not transient_error(error):
+        if not (transient_error(error) or _named_refusal(error)):
             raise
         raise describe_error(error, storage_url(storage)) from error
+
+
+def _named_refusal(exc: BaseException) -> bool:
+    """Whether the database refused something for a cause :data:`CAUSES` names."""
+    chain = _chain(exc)
+    from_database = any(isinstance(item, sqlalchemy.exc.DBAPIError) for item in chain)
+    return from_database and _cause(_evidence(chain)) is not None
 
 
 @contextmanager
