@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A load simulator for the scan's storage (issue #55, item 8): N simulated workers, as
-threads of this one process or of ``--processes P`` forked ones, each with its own storage (its
-own connection pool, as a real worker process has), run through the real trial loop (scan/_scheduler.py's ``run_trials``),
-the real budget gate, heartbeats, stale-trial failing and retry schedule (``WorkerLimits``).
-Only the fit and its score are stood in for: a trial's slot is held for a drawn time
-(exponential, mean --trial-seconds, capped at 4x) and told a drawn value. No fit runs;
-TensorFlow is imported (``hyperscan.fit`` imports it) but never used.
+threads of this one process or of ``--processes P`` forked ones, each with its own storage
+(its own connection pool, as a real worker process has), run through the real trial loop
+(scan/_scheduler.py's ``run_trials``), the real budget gate, heartbeats, stale-trial failing
+and retry schedule (``WorkerLimits``). Only the fit and its score are stood in for: a
+trial's slot is held for a drawn time (exponential, mean --trial-seconds, capped at 4x) and
+told a drawn value. No fit runs; TensorFlow is imported (``hyperscan.fit`` imports it) but
+never used.
 
 Storages: PostgreSQL (each worker an ``open_storage`` of its own), or Optuna's own gRPC
 storage proxy (``optuna.storages.run_grpc_proxy_server``) in a subprocess on a loopback port
