@@ -4,6 +4,8 @@ error and no trial left behind."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 from _scripts import load_benchmark
 
@@ -52,27 +54,23 @@ def test_a_prefilled_study_counts_its_trials_in_the_budget(postgres_url):
     assert set(result["states"]) == {"COMPLETE"}
 
 
-def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(
-    postgres_url, skip_or_fail_on_ci
-):
-    """6 workers of 2 slots through PgBouncer (transaction pooling, 3 server connections):
-    exactly the budget, no error, and the database sees the pool's connections, not the
-    workers'. The budget's trial is created in the lock's own transaction: created on a second
-    connection, takers waiting for the lock held every server connection while its holder
-    waited for one, and the workers stalled until their 60-s timeout."""
+@pytest.fixture
+def through_pgbouncer(postgres_url, skip_or_fail_on_ci):
+    """``simulate`` with the workers behind PgBouncer (transaction pooling, 3 server
+    connections), in front of the test server."""
     sim = load_benchmark("load_sim")
     if sim.pgbouncer_binary() is None:
         skip_or_fail_on_ci("pgbouncer is not installed (apt-get install -y pgbouncer)")
-    result = sim.simulate(
-        postgres_url,
-        storage="pgbouncer",
-        pool_size=3,
-        workers=6,
-        slots=2,
-        trials=24,
-        duration_limit=30,
-        trial_seconds=0.2,
-    )
+    return partial(sim.simulate, postgres_url, storage="pgbouncer", pool_size=3)
+
+
+def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(through_pgbouncer):
+    """6 workers of 2 slots through PgBouncer's 3 server connections: exactly the budget, no
+    error, and the database sees the pool's connections, not the workers'. The budget's trial
+    is created in the lock's own transaction: created on a second connection, takers waiting
+    for the lock held every server connection while its holder waited for one, and the
+    workers stalled until their 60-s timeout."""
+    result = through_pgbouncer(workers=6, slots=2, trials=24, duration_limit=30, trial_seconds=0.2)
     assert result["errors"] == 0, result["error_samples"]
     assert result["trials_finished"] == 24 and result["exact"]
     assert set(result["states"]) == {"COMPLETE"}
@@ -81,20 +79,12 @@ def test_workers_behind_pgbouncer_keep_the_budget_on_a_few_server_connections(
     assert result["peak_connections"] <= 5, result["peak_connections"]
 
 
-def test_workers_behind_pgbouncer_finish_the_budget_across_its_crash(
-    postgres_url, skip_or_fail_on_ci
-):
+def test_workers_behind_pgbouncer_finish_the_budget_across_its_crash(through_pgbouncer):
     """PgBouncer killed mid-scan (every connection cut: asks, tells, heartbeats and the
     budget's lock) and started again 2 s later: the workers wait it out, and the scan ends
     with exactly the budget, none left RUNNING or queued, each trial cut short failed and
     queued again (its copy finished), no error."""
-    sim = load_benchmark("load_sim")
-    if sim.pgbouncer_binary() is None:
-        skip_or_fail_on_ci("pgbouncer is not installed (apt-get install -y pgbouncer)")
-    result = sim.simulate(
-        postgres_url,
-        storage="pgbouncer",
-        pool_size=3,
+    result = through_pgbouncer(
         workers=4,
         slots=2,
         trials=40,
