@@ -119,6 +119,11 @@ CAUSES = (
         "limit is $HYPERSCAN_DB_TIMEOUT)",
     ),
     Cause(
+        # Optuna retries a trial's creation on the budget lock's connection, lost mid-take.
+        "can't reconnect until invalid transaction is rolled back",
+        "the connection to {host} was lost inside a transaction (a restart, a dropped connection)",
+    ),
+    Cause(
         "canceling statement due to lock timeout",
         "{host} did not give a worker the budget's lock within $HYPERSCAN_DB_TIMEOUT: an "
         "overloaded or locked server",
@@ -196,10 +201,20 @@ def transient_error(exc: BaseException) -> bool:
     dropped connection): worth waiting and trying again, unlike a mistake in what was sent."""
     transient = (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)
     chain = _chain(exc)
-    if not any(isinstance(e, transient) for e in chain):
+    if not any(isinstance(e, transient) or _lost_in_transaction(e) for e in chain):
         return False
     cause = _cause(_evidence(chain))
     return cause is None or cause[0].passes
+
+
+def _lost_in_transaction(exc: BaseException) -> bool:
+    """SQLAlchemy's refusal to use again a connection lost inside a transaction: the outage's
+    only trace once the error that lost it was caught (Optuna's own retries of a trial's
+    creation, inside the budget lock's transaction: a PgBouncer killed mid-take ended a
+    worker with it)."""
+    return isinstance(exc, sqlalchemy.exc.PendingRollbackError) and (
+        "can't reconnect until invalid transaction is rolled back" in str(exc).lower()
+    )
 
 
 def _cause(evidence: str) -> tuple[Cause, re.Match[str]] | None:
