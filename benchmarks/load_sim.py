@@ -56,7 +56,14 @@ from hyperscan.scan._lifecycle import Ending
 from hyperscan.scan._limits import WorkerLimits
 from hyperscan.scan._scheduler import run_trials
 from hyperscan.scan._trial_attrs import repeated
-from hyperscan.scan.storage import gate_takes, load_study, open_storage
+from hyperscan.scan.storage import (
+    describe_error,
+    gate_takes,
+    load_study,
+    open_storage,
+    retrying,
+    storage_probe,
+)
 from hyperscan.scan.storage._internals import backend_storage, study_storage
 
 ADMIN_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
@@ -555,11 +562,23 @@ def run_fleet(numbers: list[int], setting: Setting) -> Fleet:
         try:
             if setting.storage == "grpc":
                 own = optuna.storages.GrpcStorageProxy(host="127.0.0.1", port=setting.endpoint)
-            else:
-                own = open_storage(
-                    setting.url, heartbeat_interval=setting.heartbeat, grace_period=setting.grace
+                study = load_study(own, setting.study)
+            else:  # a start-up in an outage waited out, as a worker's is
+                own = retrying(
+                    lambda: open_storage(
+                        setting.url,
+                        heartbeat_interval=setting.heartbeat,
+                        grace_period=setting.grace,
+                    ),
+                    "worker start-up",
+                    setting.url,
                 )
-            study = load_study(own, setting.study)
+                study = retrying(
+                    lambda: load_study(own, setting.study),
+                    "worker start-up",
+                    setting.url,
+                    probe=storage_probe(own),
+                )
             worker_seed = int(rng.integers(2**31))
             study.sampler = (
                 optuna.samplers.RandomSampler(seed=worker_seed)
@@ -582,7 +601,8 @@ def run_fleet(numbers: list[int], setting: Setting) -> Fleet:
                 else:
                     own.engine.dispose()
         except Exception as error:  # counted, and the run goes on
-            errors.append(f"worker {number}: {type(error).__name__}: {error}"[:300])
+            cause = describe_error(error, setting.url)  # Optuna's own words hide it
+            errors.append(f"worker {number}: {type(error).__name__}: {cause}"[:300])
 
     threads = [
         threading.Thread(target=worker, args=(n,), name=f"w{n}", daemon=True) for n in numbers
