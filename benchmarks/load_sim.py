@@ -55,7 +55,7 @@ from optuna.trial import TrialState
 from hyperscan.scan._lifecycle import Ending
 from hyperscan.scan._limits import WorkerLimits
 from hyperscan.scan._scheduler import run_trials
-from hyperscan.scan._trial_attrs import repeated
+from hyperscan.scan._status import retries
 from hyperscan.scan.storage import (
     describe_error,
     gate_takes,
@@ -524,6 +524,12 @@ class Fleet:
     def from_dict(cls, fields: dict[str, Any]) -> Fleet:
         return cls(**{**fields, "probes": [Probe(**probe) for probe in fields["probes"]]})
 
+    @classmethod
+    def failed(cls, error: str, alive: int = 0) -> Fleet:
+        """A process whose workers could not report: what went wrong, and how many of its
+        workers it leaves running."""
+        return cls([], [error[:300]], alive, 0.0, 0, [])
+
 
 @dataclass
 class Setting:
@@ -645,7 +651,7 @@ class ForkedFleets:
             self.go.wait()
             fleet = run_fleet(chunk, self.setting)
         except BaseException as error:  # said in the result, not lost with the process
-            fleet = Fleet([], [f"process: {type(error).__name__}: {error}"[:300]], 0, 0.0, 0, [])
+            fleet = Fleet.failed(f"process: {type(error).__name__}: {error}")
         send.send(asdict(fleet))
         send.close()
         os._exit(0)  # none of the parent's objects finalised here (its connections stay open)
@@ -662,9 +668,7 @@ class ForkedFleets:
             if receive.poll(max(0.0, deadline - time.monotonic())):
                 fleets.append(Fleet.from_dict(receive.recv()))
             else:
-                fleets.append(
-                    Fleet([], [f"process {process.pid}: no answer"], len(chunk), 0, 0, [])
-                )
+                fleets.append(Fleet.failed(f"process {process.pid}: no answer", len(chunk)))
             process.join(5)
             if process.is_alive():
                 process.kill()
@@ -753,8 +757,7 @@ def simulate(
     for trial in final:
         states[trial.state.name] += 1
     finished = states["COMPLETE"] + states["PRUNED"]
-    origins = [repeated(t.user_attrs, t.system_attrs) for t in final]
-    copied = {origin[0] for origin in origins if origin is not None}
+    copied = retries(final)  # each failed trial queued again, by its number
     without_copy = [
         t.number for t in final if t.state == TrialState.FAIL and t.number not in copied
     ]

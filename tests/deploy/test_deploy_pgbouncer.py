@@ -59,6 +59,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _listens(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 @pytest.fixture
 def bouncer(postgres_url, skip_or_fail_on_ci) -> Iterator[tuple[str, str]]:
     """The entrypoint run with Debian's pgbouncer in front of the test PostgreSQL (trust
@@ -85,7 +90,7 @@ def bouncer(postgres_url, skip_or_fail_on_ci) -> Iterator[tuple[str, str]]:
         )
     try:
         deadline = time.monotonic() + 30
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        while not _listens(port):
             assert process.poll() is None, process.stderr.read()
             assert time.monotonic() < deadline, "PgBouncer did not listen"
             time.sleep(0.1)

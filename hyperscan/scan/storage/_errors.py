@@ -52,6 +52,9 @@ def note_reached(url: str) -> None:
         _REACHED.add(host.lower())
 
 
+#: SQLAlchemy's refusal to use again a connection lost inside a transaction.
+_LOST_IN_TRANSACTION = "can't reconnect until invalid transaction is rolled back"
+
 CAUSES = (
     Cause(
         "database is locked",
@@ -120,7 +123,7 @@ CAUSES = (
     ),
     Cause(
         # Optuna retries a trial's creation on the budget lock's connection, lost mid-take.
-        "can't reconnect until invalid transaction is rolled back",
+        _LOST_IN_TRANSACTION,
         "the connection to {host} was lost inside a transaction (a restart, a dropped connection)",
     ),
     Cause(
@@ -213,7 +216,7 @@ def _lost_in_transaction(exc: BaseException) -> bool:
     creation, inside the budget lock's transaction: a PgBouncer killed mid-take ended a
     worker with it)."""
     return isinstance(exc, sqlalchemy.exc.PendingRollbackError) and (
-        "can't reconnect until invalid transaction is rolled back" in str(exc).lower()
+        _LOST_IN_TRANSACTION in str(exc).lower()
     )
 
 
