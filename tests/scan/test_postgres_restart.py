@@ -41,6 +41,8 @@ DOWN_S = 8  # as the operators did: past the first wait of the retry schedule (5
 DEADLINE_S = 300
 # Attributes a trial carries before its result is recorded.
 UNRECORDED = (WORKER_ATTR, RETRY_OF_ATTR, "requeued")
+# The rows read straight from the server name their state.
+FINISHED_NAMES = {state.name for state in FINISHED}
 
 
 def _card() -> dict[str, Any]:
@@ -124,7 +126,7 @@ def test_slotted_workers_come_through_postgres_restarts(own_postgres, tmp_path, 
         def recording() -> bool:
             # A worker may end as it records its last trial: then its log says so.
             return any(
-                state in FINISHED or (state == "RUNNING" and recorded)
+                state in FINISHED_NAMES or (state == "RUNNING" and recorded)
                 for _, state, _, recorded in watch.trials()
             )
 
