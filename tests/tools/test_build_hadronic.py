@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""tools/build_hadronic.py: it rebuilds the shipped LO grids byte for byte, and --check fails
-on a grid that differs. Needs pineappl and nnpdf-data (the test extra), not the theory extra."""
+"""tools/build_hadronic.py: it rebuilds the shipped LO grids (byte for byte on an AVX-512 CPU),
+and --check fails on a grid that differs. Needs pineappl and nnpdf-data (the test extra), not
+the theory extra."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,13 +35,32 @@ def run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+def avx512() -> bool:
+    """Whether numpy's float64 exp and log take their AVX-512 loops here, as on the machine that
+    built the shipped grids; without AVX-512 they call libm, which rounds some last bits apart."""
+    from numpy._core._multiarray_umath import __cpu_features__
+
+    return bool(__cpu_features__.get("AVX512F"))
+
+
 def test_the_shipped_grids_are_exactly_what_the_tool_builds():
+    """Byte for byte where numpy computes as on the machine that built them; elsewhere each
+    grid's convolution within a few float64 roundings (on an AVX2 CPU: 5 grids, 3.3e-16)."""
     assert sorted(p.name for p in GRIDS.glob("*.pineappl.lz4")) == sorted(
         f"{t}.pineappl.lz4" for t in TABLES
     )
     done = run("--check")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("identical to the shipped grid") == len(TABLES)
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(TABLES), done.stdout
+    for line in lines:
+        if avx512() or "identical to the shipped grid" in line:
+            assert line.endswith("identical to the shipped grid"), line
+        else:
+            difference = re.fullmatch(
+                r".*, bytes differ; max rel\. difference of the convolution (\S+)", line
+            )
+            assert difference and float(difference.group(1)) <= 1e-15, line
 
 
 def test_a_rebuilt_grid_differs_from_a_wrong_one(tmp_path: Path, monkeypatch):
