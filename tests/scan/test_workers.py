@@ -45,58 +45,58 @@ from hyperscan.scan._local import trial_record
 from hyperscan.scan.storage import load_study
 
 
-def test_four_workers_finish_exactly_the_budget(url, tmp_path, workers):
-    """4 workers on one study: each trial is complete, pruned or trashed, none is lost, and
-    exactly the budget's trials were taken: the trials in flight count as a trial is taken,
-    under the budget's lock (without it, 8 workers on a budget of 12 finished up to 17, each
-    that saw 11 finished taking one)."""
-    budget = 12
-    card = scan_card(
+def _budget_card(budget: int) -> dict:
+    """Trials that complete, diverge (trashed) or are pruned: each ends its own way."""
+    return scan_card(
         scan={
             "trials": budget,
             "space": {"optimizer": SGD_DIVERGING | ADAM},
             "pruner": {"name": "median", "report_every": 1, "warmup_reports": 0},
         }
     )
-    create(write_card(tmp_path / "scan.yml", card), url, "four")
-    pool = [workers(url, "four", **PARALLEL) for _ in range(4)]
-    codes = [worker.wait(timeout=240) for worker in pool]
-    assert codes == [0] * 4, "\n".join(w.logs() for w in pool)
 
-    trials = trials_of(url, "four")
+
+def _assert_exactly_the_budget(url: str, study: str, pool: list[Worker], budget: int) -> None:
+    """Each trial is complete, pruned or trashed, none is lost, exactly the budget's trials
+    were taken, each by one of these workers and reported by it; every worker ended cleanly
+    on the budget."""
+    trials = trials_of(url, study)
     assert_nothing_lost(trials, budget)
     assert len(trials) == budget, [(t.number, t.state.name) for t in trials]
-    # Each trial was taken by exactly one of these workers and reported by it.
     assert {t.user_attrs["worker"] for t in trials} <= {w.id for w in pool}
     assert sum(worker_done(w.out.read_text()) for w in pool) == len(trials)
     for worker in pool:
-        assert "budget reached" in worker.out.read_text()
-        assert "Traceback" not in worker.err.read_text()
+        assert "budget reached" in worker.out.read_text(), worker.logs()
+        assert "Traceback" not in worker.err.read_text(), worker.logs()
 
 
-def test_eight_workers_start_at_once(tmp_path, workers):
-    """8 workers started together on a freshly created study: none crashes.
+def test_four_workers_finish_exactly_the_budget(postgres_url, tmp_path, workers):
+    """4 workers on one study take exactly its budget: the trials in flight count as a trial
+    is taken, under the budget's lock (without it, 8 workers on a budget of 12 finished up to
+    17, each that saw 11 finished taking one). On the journal, the test below."""
+    url, budget = postgres_url, 12
+    create(write_card(tmp_path / "scan.yml", _budget_card(budget)), url, "four")
+    pool = [workers(url, "four", **PARALLEL) for _ in range(4)]
+    codes = [worker.wait(timeout=240) for worker in pool]
+    assert codes == [0] * 4, "\n".join(w.logs() for w in pool)
+    _assert_exactly_the_budget(url, "four", pool, budget)
+
+
+def test_eight_workers_started_at_once_take_exactly_the_budget(tmp_path, workers):
+    """8 workers started together on a freshly created journal: none crashes, and together
+    they take exactly the budget, as 4 do on PostgreSQL (the test above).
 
     On the journal only: each TensorFlow start-up costs about 6 s of a core, and the storage
     layer's own test (test_storage.py::test_sixteen_processes_at_once) already runs 16
-    processes on PostgreSQL, with and without the schema created first. Run with the `url`
-    fixture instead, this test passes on PostgreSQL too, in as much time again.
+    processes on PostgreSQL, with and without the schema created first.
     """
-    url = str(tmp_path / "scan.journal")
-    budget = 8
-    card = scan_card(scan={"trials": budget})
-    create(write_card(tmp_path / "scan.yml", card), url, "crowd")
-    pool = [workers(url, "crowd", **PARALLEL) for _ in range(budget)]
+    url, budget = str(tmp_path / "scan.journal"), 12
+    create(write_card(tmp_path / "scan.yml", _budget_card(budget)), url, "crowd")
+    pool = [workers(url, "crowd", **PARALLEL) for _ in range(8)]
     codes = [worker.wait(timeout=400) for worker in pool]
     crashed = [w.logs() for w, code in zip(pool, codes, strict=True) if code != 0]
-    assert not crashed, f"{len(crashed)} of {budget} workers failed; first:\n{crashed[0]}"
-    for worker in pool:
-        assert "Traceback" not in worker.err.read_text(), worker.logs()
-
-    trials = trials_of(url, "crowd")
-    assert_nothing_lost(trials, budget)
-    assert by_state(trials, TrialState.COMPLETE) == trials  # adam only: nothing diverges
-    assert sum(worker_done(w.out.read_text()) for w in pool) == len(trials)
+    assert not crashed, f"{len(crashed)} of 8 workers failed; first:\n{crashed[0]}"
+    _assert_exactly_the_budget(url, "crowd", pool, budget)
 
 
 def wait_running(study: optuna.Study, worker: Worker) -> FrozenTrial:
