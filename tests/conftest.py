@@ -10,14 +10,6 @@ from typing import NoReturn
 
 import pytest
 
-#: XLA compiles the suite's training loops, in this process and in the workers it starts, with
-#: LLVM's optimisation off: two thirds of the CPU of the equivalence tests was compiling, and a
-#: test compiles most of its loops once. The level changes the machine code, not what it
-#: computes: tests/fit/test_xla_level.py checks a fit bit for bit against the default level.
-XLA_SUITE_FLAG = "--xla_backend_optimization_level=0"
-if XLA_SUITE_FLAG not in os.environ.get("XLA_FLAGS", ""):  # xdist's workers inherit it
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {XLA_SUITE_FLAG}".strip()
-
 POSTGRES_ENV = "HYPERSCAN_TEST_POSTGRES"
 """A maintenance database on a server where the user may CREATE DATABASE (trust auth)."""
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:5432/test"
