@@ -40,22 +40,27 @@ def _stderr_to_file():
             os.close(saved)
 
 
+#: What `import tensorflow` imports only for features hyperscan never uses: Keras's optimizers
+#: (most of Keras, about a third of the import time), to register them for loading
+#: SavedModels; and JAX where it is installed (about a second of CPU), for TFLite's conversion
+#: of JAX functions.
+_NOT_PRELOADED = ("keras.src.optimizers", "jax")
+
+
 @contextmanager
-def _keras_not_preloaded():
-    """`import tensorflow` imports Keras's optimizers (most of Keras, about a third of the
-    import time) only to register them for loading SavedModels, which hyperscan never does.
-    A None entry in sys.modules makes that import fail, which TensorFlow tolerates; the entry
-    is removed afterwards, so Keras still imports on demand."""
-    blocked = "keras.src.optimizers"
-    if blocked in sys.modules:
-        yield
-        return
-    sys.modules[blocked] = None
+def _not_preloaded():
+    """A None entry in sys.modules makes an import fail, which TensorFlow tolerates for
+    `_NOT_PRELOADED`; the entries are removed afterwards, so Keras and JAX still import on
+    demand. A module imported already is left alone."""
+    blocked = [name for name in _NOT_PRELOADED if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None
     try:
         yield
     finally:
-        if sys.modules.get(blocked) is None:
-            sys.modules.pop(blocked, None)
+        for name in blocked:
+            if sys.modules.get(name) is None:
+                sys.modules.pop(name, None)
 
 
 def xla_cache_directory() -> Path:
@@ -137,7 +142,7 @@ def configure_tensorflow(device: str = "auto", threads: int | None = None) -> st
     # (machine_key), that some tuning pseudo-features are missing. A user's own level wins.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     _enable_xla_cache()
-    with _stderr_to_file(), _keras_not_preloaded():
+    with _stderr_to_file(), _not_preloaded():
         import tensorflow as tf
 
         gpus = tf.config.list_physical_devices("GPU")

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The CLI's TensorFlow import: no Keras at start-up, Keras still there on demand, and no
-TensorFlow at all in the commands that do not fit."""
+"""The CLI's TensorFlow import: no Keras or JAX at start-up, both still there on demand, and
+no TensorFlow at all in the commands that do not fit."""
 
 from __future__ import annotations
 
@@ -16,17 +16,22 @@ from hyperscan.cli import configure_tensorflow
 
 configure_tensorflow("cpu")
 assert "tensorflow" in sys.modules
-assert not [name for name in sys.modules if name.split(".")[0] == "keras"], "Keras preloaded"
+for package in ("keras", "jax"):
+    assert not [name for name in sys.modules if name.split(".")[0] == package], package
 import tensorflow as tf
 
 assert tf.keras.optimizers.Adam(learning_rate=0.5).learning_rate.numpy() == 0.5
+import jax.numpy as jnp
+
+assert float(jnp.ones(2).sum()) == 2.0
 print("ok")
 """
 
 
-def test_workers_start_without_keras_and_keras_still_imports():
-    """Every worker process saves the Keras import (about a second of CPU); a user's code
-    that wants Keras in the same process still gets it."""
+def test_workers_start_without_keras_or_jax_and_both_still_import():
+    """Every worker process saves the Keras import (about a second of CPU), and the JAX
+    import where JAX is installed (the test extra installs it); a user's code that wants
+    either in the same process still gets it."""
     done = subprocess.run(
         [sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=300
     )
