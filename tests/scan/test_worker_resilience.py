@@ -42,11 +42,13 @@ from hyperscan.scan._trial_attrs import RETRY_OF_ATTR, requeued
 from hyperscan.scan._worker import run_worker
 from hyperscan.scan.storage import load_study, results_folder
 
+# Graph-mode loops: these tests are of the worker, not of the compiled loop, and XLA would
+# compile each trial's loop anew (about 5 s of CPU, four times what the fit takes).
 TINY_SCAN = {
     "data": {"closure": {"size": "tiny"}},
     "architecture": {"nodes": [4], "activations": ["tanh"]},
     "epochs": 20,
-    "training": {"steps_per_call": 10},
+    "training": {"steps_per_call": 10, "jit": False},
     "scan": {
         "trials": 3,
         "replicas": 1,
