@@ -21,6 +21,8 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -677,6 +679,17 @@ def fit_figures(fit: FitOutput) -> dict[str, Figure]:
     return figures
 
 
+@contextmanager
+def _told_as_damaged(fit: FitOutput) -> Iterator[None]:
+    """What a damaged fit output raises in a figure's drawing, as a message."""
+    try:
+        yield
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
+        raise FitPlotError(
+            f"{fit.path}: damaged fit output ({type(error).__name__}: {error})"
+        ) from None
+
+
 def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     """Write every plot of the fit in ``fitdir`` as PNG into ``outdir``; returns the files.
 
@@ -693,18 +706,17 @@ def plot_fit(fitdir: str | Path, outdir: str | Path) -> list[Path]:
     outdir = Path(outdir)
     # Every figure is drawn and rendered before any file is written: a fit folder damaged in a
     # way the checks above miss fails here, with a message, and leaves no half set of plots.
+    # What is in the way of a file is told before the rendering, which takes most of the time.
     with style():
-        try:
-            images = {name: png_bytes(figure) for name, figure in fit_figures(fit).items()}
-        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as error:
-            raise FitPlotError(
-                f"{fit.path}: damaged fit output ({type(error).__name__}: {error})"
-            ) from None
+        with _told_as_damaged(fit):
+            figures = fit_figures(fit)
+        written = [outdir / name for name in figures]
+        for path in written:
+            if os.path.lexists(path) and not path.is_file():
+                raise FitPlotError(f"{path} exists and is not a file: the plot cannot replace it")
+        with _told_as_damaged(fit):
+            images = {name: png_bytes(figure) for name, figure in figures.items()}
     outdir.mkdir(parents=True, exist_ok=True)
-    written = [outdir / name for name in images]
-    for path in written:
-        if os.path.lexists(path) and not path.is_file():
-            raise FitPlotError(f"{path} exists and is not a file: the plot cannot replace it")
     # Each file is written in full beside its place, then all are renamed into place: a full
     # disk leaves the plots as they were, not a mix of old, new and truncated ones.
     staged: list[Path] = []

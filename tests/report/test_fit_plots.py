@@ -21,7 +21,7 @@ from PIL import Image
 from hyperscan.cli import main
 from hyperscan.data import FIT_BASIS, toy_pdf
 from hyperscan.fit import HISTORY_FILE, PDF_FILE, RESULTS_FILE, RUNCARD_FILE
-from hyperscan.report import load_fit
+from hyperscan.report import _fit_plots, load_fit
 from hyperscan.report._fit_plots import (
     PHYSICAL,
     PHYSICAL_PLOTTED,
@@ -425,13 +425,19 @@ def test_damaged_files_are_messages_and_leave_no_half_set_of_plots(fitdir, tmp_p
         assert not plots.exists()
 
 
-def test_a_plot_that_cannot_be_written_leaves_the_others_as_they_were(fitdir, tmp_path):
-    """A folder in the way of one PNG: a message naming it, and no file of the set changed."""
+def test_a_plot_that_cannot_be_written_leaves_the_others_as_they_were(
+    fitdir, tmp_path, monkeypatch
+):
+    """A folder in the way of one PNG: a message naming it, before any figure is rendered
+    (seconds each), and no file of the set changed."""
     outdir = tmp_path / "plots"
     outdir.mkdir()
     (outdir / "training_history.png").write_bytes(b"old")
     (outdir / "pdfs_physical.png").mkdir()
+    rendered = []
+    monkeypatch.setattr(_fit_plots, "png_bytes", lambda figure: rendered.append(figure) or b"")
     result = CliRunner().invoke(main, ["plot", str(fitdir), "-o", str(outdir)])
+    assert rendered == []
     assert result.exit_code == 2, result.output
     assert f"{outdir / 'pdfs_physical.png'} exists and is not a file" in result.output
     assert sorted(p.name for p in outdir.iterdir()) == ["pdfs_physical.png", "training_history.png"]
