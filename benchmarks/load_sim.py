@@ -692,15 +692,16 @@ def simulate(
     pool_size: int = 20,
     seed: int = 0,
     prefilled: int = 0,
-    restart_proxy_after: float | None = None,
+    restart_proxy_at: int | None = None,
     proxy_down: float = 2.0,
     processes: int = 0,
 ) -> dict[str, Any]:
     """One run against the empty database at ``url`` (``prefilled`` finished trials added
-    first), PgBouncer killed ``restart_proxy_after`` seconds into it and started again
-    ``proxy_down`` seconds later, the workers threads of this process or spread over
-    ``processes`` forked ones; what it measured."""
-    if restart_proxy_after is not None and storage != "pgbouncer":
+    first), PgBouncer killed once the workers have told ``restart_proxy_at`` trials and
+    started again ``proxy_down`` seconds later, the workers threads of this process or spread
+    over ``processes`` forked ones; what it measured. The restart waits for a count of trials,
+    not a time, so that it comes mid-scan however slowly the workers start."""
+    if restart_proxy_at is not None and storage != "pgbouncer":
         raise ValueError("only PgBouncer is restarted (--storage pgbouncer)")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -729,20 +730,24 @@ def simulate(
         chunks = [numbers[i::processes] for i in range(processes)]
         forked = ForkedFleets(chunks, setting) if processes else None
         told_at_restart: list[int] = []
+        ended = threading.Event()
 
         def restart_proxy() -> None:
-            finished = created.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            told_at_restart.append(len(finished))
-            bouncer.restart(proxy_down)
+            while not ended.wait(0.05):
+                told = len(created.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+                if told - prefilled >= restart_proxy_at:
+                    told_at_restart.append(told - prefilled)
+                    bouncer.restart(proxy_down)
+                    return
 
         proxy_cpu0 = proxy_cpu() if proxy_cpu else 0.0
         with PostgresWatch(url) as watch:
             started = time.monotonic()
-            if restart_proxy_after is not None:
-                restart = threading.Timer(restart_proxy_after, restart_proxy)
+            if restart_proxy_at is not None:
+                restart = threading.Thread(target=restart_proxy, name="restart PgBouncer")
                 restart.start()
                 stack.callback(restart.join)
-                stack.callback(restart.cancel)
+                stack.callback(ended.set)
             if forked is None:
                 fleets = [run_fleet(numbers, setting)]
             else:
@@ -832,7 +837,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--proxy-threads", type=int, default=10, help="gRPC server threads")
     parser.add_argument("--pool-size", type=int, default=20, help="PgBouncer's server connections")
     parser.add_argument(
-        "--restart-proxy-after", type=float, help="kill PgBouncer after so many seconds"
+        "--restart-proxy-at", type=int, help="kill PgBouncer once so many trials are told"
     )
     parser.add_argument("--proxy-down", type=float, default=2.0, help="seconds until restarted")
     parser.add_argument(
@@ -850,7 +855,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         duration_limit=args.duration_limit, trial_seconds=args.trial_seconds,
         sampler=args.sampler, heartbeat=args.heartbeat, grace=args.grace,
         proxy_threads=args.proxy_threads, pool_size=args.pool_size, prefilled=args.prefill,
-        restart_proxy_after=args.restart_proxy_after, proxy_down=args.proxy_down,
+        restart_proxy_at=args.restart_proxy_at, proxy_down=args.proxy_down,
         processes=args.processes,
     )  # fmt: skip
     if args.url:
