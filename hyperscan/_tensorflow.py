@@ -102,8 +102,8 @@ def _enable_xla_cache() -> None:
     """Keep XLA executables on disk, keyed by the compiled program.
 
     Compiling a training loop takes seconds; a rerun of a fit loads the executable instead.
-    A later fit in the same process compiles again: the key holds TensorFlow's numbering of
-    traced functions, which goes on within a process (docs/performance.md). The cached
+    A later fit in the same process misses it: the key holds TensorFlow's numbering of traced
+    functions, which goes on within a process; fit/_compiled.py serves those. The cached
     program is the one that would be compiled, so results are unchanged. A user's own
     ``TF_XLA_FLAGS`` cache setting wins. TensorFlow fails a fit on an entry it cannot read or
     write, so unreadable entries are removed first (``_xla_cache.tidy``), and a folder that

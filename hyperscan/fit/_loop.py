@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 import tensorflow as tf
 
+from hyperscan.fit._compiled import shared_function
 from hyperscan.fit._format import DIVERGED, FINISHED, RUNNING, STOPPED
 from hyperscan.fit._optimizers import (
     OPTIMIZERS,
@@ -214,13 +215,17 @@ class TrainingLoop:
         )
         # Calls go through the concrete function: a tf.function call matches its arguments and
         # captured variables against its traces first, which cost more host time than the call
-        # itself. The tf.function stays public so its compiled HLO can be inspected. The loop
-        # is written in TensorFlow's own control flow, so AutoGraph, which would rewrite the
-        # source of every function it calls, is off: it took seconds of every worker's start.
+        # itself; and through the one compiled for an earlier fit of the same definition in
+        # this process, if there was one (fit/_compiled.py). The tf.function stays public so
+        # its compiled HLO can be inspected. The loop is written in TensorFlow's own control
+        # flow, so AutoGraph, which would rewrite the source of every function it calls, is
+        # off: it took seconds of every worker's start.
         self.steps_function = tf.function(
             self._steps, jit_compile=self.settings.jit, autograph=False
         )
-        self._run_steps = self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
+        self._run_steps = shared_function(
+            lambda: self.steps_function.get_concrete_function(tf.TensorSpec([], tf.int32))
+        )
 
     def _setting_values(self, settings: TrainerSettings) -> list[tuple[str, np.ndarray, tf.DType]]:
         """The loop's per-member settings: name, (M,) values, dtype in the loop."""
