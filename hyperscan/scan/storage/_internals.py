@@ -2,7 +2,7 @@
 """Optuna's private attributes and module names that hyperscan needs, behind public names.
 
 The rest of hyperscan uses these, so an Optuna release that renames one breaks one place
-(tests/scan/test_optuna_internals.py keeps it so).
+(tests/test_internals.py keeps it so).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Only hyperscan.scan.storage touches Optuna's internals, so that an Optuna release that
-renames one breaks a single package, whose tests say so.
+"""Only hyperscan.scan.storage touches Optuna's internals, and only hyperscan.fit._compiled
+TensorFlow's, so that a release that renames one breaks a single module, whose tests say so.
 
-Checked on the source: no other module imports a private Optuna module, names one (a logger),
-or reads a private attribute of another object (``study._storage``, ``trial._trial_id``).
+Checked on the source: no other module imports a private Optuna or TensorFlow module
+(``tensorflow.python``), names one (a logger), or reads a private attribute of another object
+(``study._storage``, ``trial._trial_id``, ``concrete._inference_function``).
 """
 
 import ast
@@ -14,7 +15,8 @@ import hyperscan
 
 ROOT = Path(hyperscan.__file__).parent
 STORAGE = ROOT / "scan" / "storage"
-_PRIVATE_OPTUNA = re.compile(r"^optuna(\.\w+)*\._")
+COMPILED = ROOT / "fit" / "_compiled.py"
+_PRIVATE_MODULE = re.compile(r"^optuna(\.\w+)*\._|^tensorflow\.python\b")
 
 
 def _private(name: str) -> bool:
@@ -31,7 +33,7 @@ def _annotations(tree: ast.AST) -> set[int]:
 
 
 def _touches(path: Path) -> list[str]:
-    """Each place ``path`` reaches into Optuna (or another object's) internals."""
+    """Each place ``path`` reaches into Optuna's, TensorFlow's or another object's internals."""
     found = []
     tree = ast.parse(path.read_text(), str(path))
     in_annotations = _annotations(tree)
@@ -44,7 +46,7 @@ def _touches(path: Path) -> list[str]:
             names = [node.value]
         else:
             names = []
-        found += [f"{node.lineno}: {name}" for name in names if _PRIVATE_OPTUNA.match(name)]
+        found += [f"{node.lineno}: {name}" for name in names if _PRIVATE_MODULE.match(name)]
         if (
             isinstance(node, ast.Attribute)
             and _private(node.attr)
@@ -55,8 +57,12 @@ def _touches(path: Path) -> list[str]:
     return [f"{path.relative_to(ROOT.parent)}:{where}" for where in found]
 
 
-def test_only_the_storage_package_touches_optuna_internals():
-    outside = [path for path in sorted(ROOT.rglob("*.py")) if STORAGE not in path.parents]
+def test_only_the_storage_package_and_the_compiled_loops_touch_internals():
+    outside = [
+        path
+        for path in sorted(ROOT.rglob("*.py"))
+        if STORAGE not in path.parents and path != COMPILED
+    ]
     assert outside, "no modules found"
     assert [touch for path in outside for touch in _touches(path)] == []
 
@@ -67,3 +73,11 @@ def test_the_check_sees_each_way_in():
     assert "optuna.storages._heartbeat" in touches  # a private module imported
     assert "optuna.study._optimize" in touches  # and named
     assert "._storage" in touches and "._trial_id" in touches  # private attributes
+
+
+def test_the_compiled_loops_touch_tensorflow_alone():
+    """The check sees them, and they reach into nothing but TensorFlow's functions."""
+    touches = "\n".join(_touches(COMPILED))
+    assert "tensorflow.python.framework" in touches
+    assert "._inference_function" in touches
+    assert "optuna" not in touches
