@@ -19,6 +19,7 @@ tests/test_internals.py keeps them here.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import threading
 from collections import OrderedDict
@@ -35,6 +36,7 @@ CAPACITY = 64
 
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 _NUMBER = re.compile(r"\d+")
+_UNMATCHED = itertools.count()
 
 
 class _Definitions:
@@ -101,14 +103,14 @@ def _digest(concrete: Any, traced: Any, counters: range) -> str:
 
 def _signature(captured: tf.Tensor, concrete: Any) -> tuple:
     """A captured tensor's type and shape; a variable's (its handle is what is captured), or,
-    for a resource not among the trace's variables, its identity: then no other trace is
-    taken to match this one."""
+    for a resource not among the trace's variables, a number no other trace draws: then no
+    other trace is taken to match this one."""
     if captured.dtype != tf.resource:
         return captured.dtype.name, tuple(captured.shape)
     for variable in concrete.graph.variables:
         if variable.handle is captured:
             return variable.dtype.name, tuple(variable.shape)
-    return "resource", id(captured)
+    return "resource", next(_UNMATCHED)
 
 
 def _relative(definition: str, counters: range) -> bytes:
