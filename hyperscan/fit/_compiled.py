@@ -97,20 +97,22 @@ def _digest(concrete: Any, traced: Any, counters: range) -> str:
     digest = hashlib.sha256()
     for function in _with_children(traced):
         digest.update(_relative(text_format.MessageToString(function.cached_definition), counters))
-    digest.update(repr([_signature(t, concrete) for t in concrete.captured_inputs]).encode())
+    variables = {id(variable.handle): variable for variable in concrete.graph.variables}
+    signatures = [_signature(t, variables) for t in concrete.captured_inputs]
+    digest.update(repr(signatures).encode())
     return digest.hexdigest()
 
 
-def _signature(captured: tf.Tensor, concrete: Any) -> tuple:
-    """A captured tensor's type and shape; a variable's (its handle is what is captured), or,
-    for a resource not among the trace's variables, a number no other trace draws: then no
-    other trace is taken to match this one."""
+def _signature(captured: tf.Tensor, variables: dict[int, tf.Variable]) -> tuple:
+    """A captured tensor's type and shape; a variable's (its handle is what is captured, and
+    `variables` are the trace's by their handles' ids), or, for a resource not among them, a
+    number no other trace draws: then no other trace is taken to match this one."""
     if captured.dtype != tf.resource:
         return captured.dtype.name, tuple(captured.shape)
-    for variable in concrete.graph.variables:
-        if variable.handle is captured:
-            return variable.dtype.name, tuple(variable.shape)
-    return "resource", next(_UNMATCHED)
+    variable = variables.get(id(captured))
+    if variable is None:
+        return "resource", next(_UNMATCHED)
+    return variable.dtype.name, tuple(variable.shape)
 
 
 def _relative(definition: str, counters: range) -> bytes:
