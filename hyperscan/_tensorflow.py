@@ -18,6 +18,11 @@ from hyperscan._files import cache_root
 from hyperscan._xla_cache import tidy
 
 XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+#: How far a worker's memory may grow after its first trial before it goes on in a fresh
+#: process: TensorFlow keeps every loop XLA compiled until the process ends, ~18 MB for each
+#: trial of a one-slot worker that draws a new architecture; so ~110 such trials, and a restart
+#: of seconds among hours of fits.
+DEFAULT_MAX_GROWTH_MIB = 2048
 
 
 @contextmanager

@@ -61,6 +61,8 @@ def event_line(event: ScanEvent) -> str:
         return trial_line(event.trial)
     if event.kind == "storage unreachable":
         return f"{event.message}; the workers wait for it"
+    if event.kind == "worker restarted":
+        return event.message
     return "stopping: the running trials end at their next sync and are re-queued"
 
 

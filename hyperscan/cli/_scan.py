@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -9,12 +10,13 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from hyperscan._tensorflow import DEFAULT_MAX_GROWTH_MIB
 from hyperscan.cli._common import (
     INTERRUPTED,
     Seconds,
@@ -47,6 +49,7 @@ from hyperscan.cli._study import load_scan_runcard
 
 if TYPE_CHECKING:
     from hyperscan.runcard import FitRuncard, Slots
+    from hyperscan.scan.results import WorkerReport
 
 #: Said by a one-slot worker on a GPU: there XLA compiles a model for 20-40 s (an H200,
 #: docs/performance.md), most of a short trial, and one slot compiles one per trial.
@@ -54,6 +57,31 @@ GPU_ONE_SLOT_HINT = (
     "hint: with one trial slot each trial compiles its own model, 20-40 s on a GPU; "
     "--slots auto fits many trials in one model compiled once"
 )
+
+#: What a worker that restarts itself (--max-growth) hands the process it becomes.
+RESTART_ENV = "HYPERSCAN_WORKER_RESTART"
+
+
+@dataclass(frozen=True)
+class _Earlier:
+    """What this worker's earlier processes did: the trials they ended, of those the ones
+    re-queued, when the first started (``time.monotonic()``, one clock across ``exec``), and
+    how many restarts."""
+
+    trials: int = 0
+    requeued: int = 0
+    started: float | None = None
+    restarts: int = 0
+
+    @classmethod
+    def taken_from_environment(cls) -> _Earlier:
+        text = os.environ.pop(RESTART_ENV, None)
+        if text is None:
+            return cls()
+        try:
+            return cls(**json.loads(text))
+        except (ValueError, TypeError):
+            fail(f"${RESTART_ENV} is not what a restarting worker sets ({text!r}): unset it")
 
 
 @click.command()
@@ -104,6 +132,18 @@ GPU_ONE_SLOT_HINT = (
     "Trials fitted at once in one model: a slot whose trial ends takes the next trial at once, "
     "without recompiling. auto: as many as this device holds."
 )
+@click.option(
+    "--max-growth",
+    type=click.IntRange(min=0),
+    default=DEFAULT_MAX_GROWTH_MIB,
+    show_default=True,
+    metavar="MIB",
+    envvar="HYPERSCAN_MAX_GROWTH",
+    show_envvar=True,
+    help="Once this worker's memory grew by more than MIB since its first trial, let its "
+    "trials end and go on in a fresh process (the same process id): TensorFlow keeps every "
+    "model it compiled. 0: never.",
+)
 @click.option("--sampler-salt", type=int, hidden=True)  # `hyperscan scan` numbers its workers
 def worker(
     name: str,
@@ -117,6 +157,7 @@ def worker(
     grace_period: int,
     quiet: bool,
     slots: Slots,
+    max_growth: int,
     sampler_salt: int | None,
 ) -> None:
     """Take trials of a study until its budget is spent (needs only the name and storage).
@@ -130,7 +171,10 @@ def worker(
       hyperscan worker --study dis --device gpu:0 --stop-after 43000   # in a 12 h batch job
       hyperscan worker --study dis --device gpu:0 --slots 16   # 16 trials at once
     """
-    started = time.monotonic()  # --stop-after counts from here, TensorFlow's import included
+    earlier = _Earlier.taken_from_environment()
+    # --stop-after and --timeout count from here, TensorFlow's import included, and on through
+    # the worker's restarts (--max-growth)
+    started = time.monotonic() if earlier.started is None else earlier.started
     from hyperscan.runcard import MAX_THREADS
     from hyperscan.scan import open_study  # no TensorFlow yet
 
@@ -142,7 +186,7 @@ def worker(
             f"({heartbeat_interval} s), or live trials would be failed as stale"
         )
     # Per trial this worker ended, whether it was re-queued: for a signal's closing line.
-    ended: list[bool] = []
+    ended: list[bool] = [False] * (earlier.trials - earlier.requeued) + [True] * earlier.requeued
     with _stopped_cleanly(ended):
         with user_errors():
             # An unknown study fails here, in a second, not after TensorFlow's import.
@@ -163,9 +207,10 @@ def worker(
             chosen = " (auto)"
         if not quiet:  # named as its trials name their worker: host:pid
             worker_id = f"{socket.gethostname()}:{os.getpid()}"
+            restarted = f", restart {earlier.restarts}" if earlier.restarts else ""
             click.echo(
                 f"worker {worker_id} on study {name!r} in {handle.storage}: {runs_on}, "
-                f"{plural(slots, 'trial slot')}{chosen}"
+                f"{plural(slots, 'trial slot')}{chosen}{restarted}"
             )
             if slots == 1 and runs_on.startswith("GPU"):
                 click.echo(GPU_ONE_SLOT_HINT)
@@ -179,18 +224,32 @@ def worker(
             if not quiet:
                 click.echo(trial_line(trial, with_params=False))
 
+        def left(limit: float | None) -> float | None:
+            return None if limit is None else limit - (time.monotonic() - started)
+
         with user_errors():
             report = handle.run_worker(  # imports TensorFlow: only once it is configured
-                n_trials=n_trials,
-                timeout=timeout,
-                stop_after=None
-                if stop_after is None
-                else stop_after - (time.monotonic() - started),
+                n_trials=None if n_trials is None else n_trials - earlier.trials,
+                timeout=left(timeout) if earlier.restarts else timeout,
+                stop_after=left(stop_after),
                 on_trial=show,
                 on_start=started_trial,
                 sampler_salt=sampler_salt,
                 slots=slots,
+                max_growth_mib=max_growth or None,
             )
+        trials, requeued = earlier.trials + report.trials, earlier.requeued + report.requeued
+        time_left = left(timeout)
+        own_limits_left = (n_trials is None or trials < n_trials) and (
+            time_left is None or time_left > 0
+        )
+        if report.grown_mib is not None and own_limits_left and not _ended(report):
+            click.echo(
+                f"worker restarting: its memory grew by {report.grown_mib:.0f} MiB since its "
+                f"first trial, past --max-growth {max_growth} MiB (TensorFlow keeps every "
+                f"model it compiled); {_trials(trials, requeued)} so far"
+            )
+            _restart(_Earlier(trials, requeued, started, earlier.restarts + 1))
     why = (
         "stopped by signal"
         if report.stopped_by_signal
@@ -201,7 +260,21 @@ def worker(
         else "limit reached"
     )
     # even with --quiet: a batch log's last word
-    click.echo(f"worker done: {_trials(report.trials, report.requeued)}, {why}")
+    click.echo(f"worker done: {_trials(trials, requeued)}, {why}")
+
+
+def _ended(report: WorkerReport) -> bool:
+    """Whether the study or the batch job ended the worker, whatever its memory."""
+    return report.stopped_by_signal or report.budget_reached or report.walltime_reached
+
+
+def _restart(earlier: _Earlier) -> NoReturn:
+    """Become a fresh process of this very command, the same process id (a batch system
+    tracks it), with what this one did in the environment."""
+    os.environ[RESTART_ENV] = json.dumps(asdict(earlier))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
 
 
 @contextmanager

@@ -34,11 +34,11 @@ from hyperscan.scan._export import (
 from hyperscan.scan._local import (
     ScanEvent,
     TrialRecord,
-    start_workers,
     started_record,
     supervise,
     trial_record,
     usable_cores,
+    worker_starter,
 )
 from hyperscan.scan._noise_floor import NoiseFloor
 from hyperscan.scan._status import (
@@ -318,6 +318,7 @@ class Study:
         on_trial: Callable[[TrialRecord], None] | None = None,
         sampler_salt: int | None = None,
         slots: Slots = 1,
+        max_growth_mib: float | None = None,
     ) -> WorkerReport:
         """Take trials in this process until the budget is spent, ``n_trials`` ended,
         ``timeout`` s passed, or a signal (SIGTERM, Ctrl-C: the running trials are re-queued).
@@ -326,8 +327,11 @@ class Study:
         time left. ``on_start`` is told of each trial with its drawn values as its fit starts,
         ``on_trial`` of each as it ends. ``slots`` > 1 fits that many trials at once in one
         model, each told as it ends and its slot refilled; ``"auto"``: :meth:`auto_slots`;
-        more than the device's memory holds is a :class:`ScanError`. Imports TensorFlow:
-        configure it before, if need be.
+        more than the device's memory holds is a :class:`ScanError`. ``max_growth_mib``:
+        take no trial once this process's memory grew by more than this since its first trial
+        (the report's ``grown_mib`` says so): TensorFlow keeps every model it compiled, so the
+        caller goes on in a fresh process (as `hyperscan worker` restarts itself). Imports
+        TensorFlow: configure it before, if need be.
         """
         slots = checked_slots(slots)
         from hyperscan.fit import max_slots
@@ -361,6 +365,7 @@ class Study:
             sampler_salt=sampler_salt,
             slots=slots,
             problem=self._problem,
+            max_growth_mib=max_growth_mib,
         )
 
 
@@ -585,18 +590,14 @@ def run_scan(
         slots=slots,
     )
     tell(plan)
-    processes = (
-        start_workers(
+    codes: list[int] = []
+    interrupted = False
+    if plan.workers:
+        start = worker_starter(
             study.name, resolve_url(storage), plan.workers, card.fit.training.threads, slots
         )
-        if plan.workers
-        else []
-    )
-    codes, interrupted = (
-        supervise(processes, optuna_study, tell, study.storage, earlier)
-        if processes
-        else ([], False)
-    )
+        processes = [start(number) for number in range(plan.workers)]
+        codes, interrupted = supervise(processes, optuna_study, tell, study.storage, earlier, start)
     counts = best = error = None
     try:
         with study.reading():

@@ -1,11 +1,14 @@
 """What ends a worker: its study's budget, its own trial count and timeout, a batch job's
-walltime, a signal, and storage outages past the retry schedule; held in one object that the
-trial loop asks before each trial and tells after each."""
+walltime, its memory's growth, a signal, and storage outages past the retry schedule; held in
+one object that the trial loop asks before each trial and tells after each."""
 
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -27,6 +30,19 @@ from hyperscan.scan.storage import (
 )
 
 _logger = logging.getLogger(__name__)
+
+
+MIB = 2**20
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (Linux), else its peak (what the platform tells)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak if sys.platform == "darwin" else peak * 1024
 
 
 def trial_duration(trial: FrozenTrial) -> float | None:
@@ -60,7 +76,9 @@ class WorkerLimits:
     ``budget``: the study's trials, finished ones counted (re-read from the study, which may
     raise or lower it while the worker runs); ``n_trials``, ``timeout``: this worker's own;
     ``stop_after`` (seconds from now, a batch job's walltime): take no trial not expected to
-    end in the time left;
+    end in the time left; ``max_growth_mib``: take no trial once the process's memory grew by
+    more than this since its first trial ended (TensorFlow keeps every loop XLA compiled, so a
+    worker whose trials each compile their own grows without end; its caller restarts it);
     ``stop``: set by a signal; ``url``: the storage, as errors name it.
     """
 
@@ -75,6 +93,7 @@ class WorkerLimits:
         stop_after: float | None = None,
         url: str = "",
         on_trial: Callable[[FrozenTrial], None] | None = None,
+        max_growth_mib: float | None = None,
     ) -> None:
         self.study = study
         self.budget = budget
@@ -89,6 +108,9 @@ class WorkerLimits:
         self.requeued = 0
         self.own: list[float] = []  # durations of this worker's complete trials
         self.walltime: dict[str, float | None] = {}  # set when the walltime stopped the worker
+        self.max_growth = None if max_growth_mib is None else max_growth_mib * MIB
+        self.first_trial_bytes: int | None = None  # the memory after the first trial ended
+        self.grown_mib: float | None = None  # set when the memory's growth stopped the worker
         self.storage_errors = 0  # consecutive ones, since the storage last took a write
         self.probe = storage_probe(study_storage(study))  # ends a wait once the database is back
 
@@ -111,7 +133,18 @@ class WorkerLimits:
             or (self.n_trials is not None and self.done + in_flight >= self.n_trials)
             or (self.timeout is not None and time.monotonic() - self.started >= self.timeout)
             or self.out_of_walltime()
+            or self.outgrown()
         )
+
+    def outgrown(self) -> bool:
+        """Whether the process's memory grew past ``max_growth_mib`` since its first trial."""
+        if self.max_growth is None or self.first_trial_bytes is None:
+            return False
+        grown = resident_bytes() - self.first_trial_bytes
+        if grown <= self.max_growth:
+            return False
+        self.grown_mib = grown / MIB
+        return True
 
     def room_for_one(self, taken: int) -> bool:
         """The budget's gate, asked as a trial is taken under the storage's lock: finished and
@@ -126,6 +159,8 @@ class WorkerLimits:
         """Count a trial this worker told the study; whether to take no more."""
         self.done += 1
         self.requeued += was_requeued(trial)
+        if self.first_trial_bytes is None and self.max_growth is not None:
+            self.first_trial_bytes = resident_bytes()
         self.storage_answered()
         self.own.extend(trial_seconds([trial]))
         if self.on_trial is not None:
@@ -170,4 +205,5 @@ class WorkerLimits:
             expected_trial_s=self.walltime.get("expected"),
             seconds_left=self.walltime.get("left"),
             requeued=self.requeued,
+            grown_mib=self.grown_mib,
         )

@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hyperscan._tensorflow import configure_tensorflow
+from hyperscan._tensorflow import DEFAULT_MAX_GROWTH_MIB, configure_tensorflow
 from hyperscan.runcard import Slots
 from hyperscan.scan._limits import trial_duration
 from hyperscan.scan._trial_attrs import repeated, requeued, trashed
@@ -26,6 +26,13 @@ from hyperscan.scan.storage import (
 )
 
 POLL_SECONDS = 1.0
+#: A worker's exit status when its memory outgrew DEFAULT_MAX_GROWTH_MIB: start a fresh one
+#: (EX_TEMPFAIL: a temporary condition, the work goes on).
+RESTART_EXIT = 75
+_RESTARTED = (
+    f"worker %d restarted: its memory grew by more than {DEFAULT_MAX_GROWTH_MIB} MiB since its "
+    "first trial (TensorFlow keeps every model it compiled)"
+)
 #: The workers' heartbeat settings from the environment, as `hyperscan worker` takes them.
 WORKER_TIMING_ENV = {
     "heartbeat_interval": "HYPERSCAN_HEARTBEAT_INTERVAL",
@@ -90,7 +97,8 @@ def started_record(trial: optuna.Trial, params: dict[str, Any]) -> TrialRecord:
 class ScanEvent:
     """What :func:`supervise` tells as the scan goes: ``trial started`` (its values not yet
     drawn) and ``trial ended`` with ``trial``; ``storage unreachable`` with ``message``, the
-    cause (said once per outage); ``stopping`` on Ctrl-C or SIGTERM."""
+    cause (said once per outage); ``worker restarted`` with ``message``, which one and why;
+    ``stopping`` on Ctrl-C or SIGTERM."""
 
     kind: str
     trial: TrialRecord | None = None
@@ -102,13 +110,13 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def start_workers(
+def worker_starter(
     study: str, url: str, workers: int, threads: int | None = None, slots: Slots = 1
-) -> list[BaseProcess]:
-    """Worker processes sharing the cores, unless the runcard pins their ``threads``, each
-    running :func:`worker_process`. Numbered: worker k salts the sampler seed with k, so a
-    scan with one worker draws the same trials when run again. Each fits ``slots`` trials at
-    once.
+) -> Callable[[int], BaseProcess]:
+    """What starts worker k of ``workers`` sharing the cores (unless the runcard pins their
+    ``threads``), a process running :func:`worker_process`; again, once it outgrew its memory
+    (:data:`RESTART_EXIT`). Numbered: worker k salts the sampler seed with k, so a scan with
+    one worker draws the same trials when run again. Each fits ``slots`` trials at once.
 
     Spawned, not forked: each worker imports TensorFlow itself, configured for its share of
     the cores, and imports hyperscan from the caller's own ``sys.path``, never from the
@@ -116,21 +124,25 @@ def start_workers(
     URL travels through the process's pipe, not argv."""
     threads = threads or max(1, usable_cores() // workers)
     spawn = multiprocessing.get_context("spawn")
-    processes = [
-        spawn.Process(
-            target=worker_process, args=(study, url, threads, slots, k), name=f"worker {k}"
+
+    def start(number: int) -> BaseProcess:
+        process = spawn.Process(
+            target=worker_process,
+            args=(study, url, threads, slots, number),
+            name=f"worker {number}",
         )
-        for k in range(workers)
-    ]
-    for process in processes:
         process.start()
-    return processes
+        return process
+
+    return start
 
 
 def worker_process(study: str, url: str, threads: int, slots: Slots, salt: int) -> None:
     """One worker of `hyperscan scan`, in a process of its own: TensorFlow configured, the
     study opened and worked until its budget or a signal (SIGTERM while it starts ends it,
-    exit 0). A mistake in the study or the storage exits 2 with its message in one line."""
+    exit 0). A mistake in the study or the storage exits 2 with its message in one line. Its
+    memory grown past :data:`DEFAULT_MAX_GROWTH_MIB` with trials left, it exits
+    :data:`RESTART_EXIT` for the scan to start a fresh one."""
     from hyperscan.scan._api import ScanError, StorageError, open_study
 
     signal.signal(signal.SIGTERM, _interrupt)
@@ -143,12 +155,16 @@ def worker_process(study: str, url: str, threads: int, slots: Slots, salt: int) 
             if os.environ.get(variable)
         }
         handle = open_study(study, url, wait=True, **timing)
-        handle.run_worker(sampler_salt=salt, slots=slots)
+        report = handle.run_worker(
+            sampler_salt=salt, slots=slots, max_growth_mib=DEFAULT_MAX_GROWTH_MIB
+        )
     except KeyboardInterrupt:
         return
     except (ScanError, StorageError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    if report.grown_mib is not None and not (report.budget_reached or report.stopped_by_signal):
+        sys.exit(RESTART_EXIT)
 
 
 def supervise(
@@ -157,12 +173,14 @@ def supervise(
     on_event: Callable[[ScanEvent], None],
     url: str,
     finished_before: Iterable[int] = (),
+    restart: Callable[[int], BaseProcess] | None = None,
 ) -> tuple[list[int], bool]:
     """Tell each trial as it starts and as it finishes until every worker exits.
 
     ``finished_before``: the numbers of the trials that had finished when the workers started
     (a resumed study's), which are not listed again: a study of thousands of trials would
-    print them all before the first new one.
+    print them all before the first new one. ``restart(k)`` starts worker k afresh once it
+    exited :data:`RESTART_EXIT`.
 
     Ctrl-C or SIGTERM (a batch system's) stops the workers cleanly: their running trials end
     at the next sync and are re-queued. A storage outage is waited out, as the workers wait
@@ -196,6 +214,10 @@ def supervise(
                     elif trial.state.is_finished() and trial.number not in shown:
                         shown.add(trial.number)
                         on_event(ScanEvent("trial ended", trial_record(trial)))
+                for number, process in enumerate(processes):
+                    if process.exitcode == RESTART_EXIT and restart is not None and not stopping:
+                        processes[number] = restart(number)
+                        on_event(ScanEvent("worker restarted", message=_RESTARTED % number))
                 if not any(p.is_alive() for p in processes):
                     return [p.exitcode for p in processes], stopping
                 time.sleep(POLL_SECONDS)

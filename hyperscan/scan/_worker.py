@@ -75,15 +75,18 @@ def make_pruner(runcard: ScanRuncard) -> optuna.pruners.BasePruner:
 
 
 def _salt(study: optuna.Study, number: int | None) -> tuple[int, ...]:
-    """The process id and the host; or, for a numbered worker, its number and the trials the
-    study holds when it starts: a new study draws the same trials again, a resumed one new ones.
+    """The process id, the host and the trials the study holds when the worker starts (a
+    worker that restarted itself, keeping its process id, draws anew); or, for a numbered
+    worker, its number and those trials: a new study draws the same trials again, a resumed
+    one new ones.
 
     The host too, because the workers of `docker compose --scale` all run as the same process
     id in their containers (and would draw the very same trials), as cluster nodes'
     workers may."""
+    held = len(study.get_trials(deepcopy=False))
     if number is None:
-        return (os.getpid(), zlib.crc32(socket.gethostname().encode()))
-    return (number, len(study.get_trials(deepcopy=False)))
+        return (os.getpid(), zlib.crc32(socket.gethostname().encode()), held)
+    return (number, held)
 
 
 @quiet_optuna()
@@ -100,6 +103,7 @@ def run_worker(
     sampler_salt: int | None = None,
     slots: int = 1,
     problem: Problem | None = None,
+    max_growth_mib: float | None = None,
 ) -> WorkerReport:
     """Run trials of `study_name` until its budget, `n_trials`, `timeout` or a signal.
 
@@ -122,6 +126,10 @@ def run_worker(
     `slots` > 1 fits that many trials at once in one model (:class:`~hyperscan.fit.TrialBatch`):
     a trial is told as soon as it ends, and its slot refilled. `problem`: the study's data, if
     the caller built them already (:func:`study_problem`).
+
+    `max_growth_mib`: take no trial once this process's memory grew by more than this since
+    its first trial ended (the report's ``grown_mib`` says so), for the caller to go on in a
+    fresh process: TensorFlow keeps every loop XLA compiled until its process ends.
     """
     url = storage_url(storage)
     with explained_storage_errors(storage):
@@ -153,6 +161,7 @@ def run_worker(
             stop_after=stop_after,
             url=url,
             on_trial=on_trial,
+            max_growth_mib=max_growth_mib,
         )
         if finished >= limits.budget or limits.out_of_walltime():
             return limits.report()

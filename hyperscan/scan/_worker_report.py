@@ -16,3 +16,6 @@ class WorkerReport:
     expected_trial_s: float | None = None
     seconds_left: float | None = None
     requeued: int = 0  # of `trials`: cut short by a signal and queued again for another worker
+    #: Set when the worker took no more trials because its memory grew by this many MiB since
+    #: its first trial (past ``max_growth_mib``): a fresh process would go on.
+    grown_mib: float | None = None

@@ -34,7 +34,7 @@ from hyperscan.scan import (
     retries,
 )
 from hyperscan.scan._copy import copy_study
-from hyperscan.scan._local import start_workers, started_record, supervise, trial_record
+from hyperscan.scan._local import started_record, supervise, trial_record, worker_starter
 from hyperscan.scan._objective import Objective
 from hyperscan.scan._status import study_status
 from hyperscan.scan._study import ENGINE, ENGINE_ATTR, create_study, open_study
@@ -178,7 +178,7 @@ def test_a_bug_in_the_fit_ends_the_worker_with_its_error(tmp_path, monkeypatch):
 
 
 def stand_in_worker(seconds: float) -> BaseProcess:
-    """A process that stands in for a scan's worker, as `start_workers` starts them."""
+    """A process that stands in for a scan's worker, as `worker_starter` starts them."""
     worker = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(seconds,))
     worker.start()
     return worker
@@ -301,7 +301,7 @@ def test_scan_workers_do_not_import_hyperscan_from_the_working_folder(tmp_path, 
     (shadow / "__init__.py").write_text("")
     (shadow / "__main__.py").write_text("import sys\nprint('shadow', file=sys.stderr)\n")
     monkeypatch.chdir(tmp_path)
-    (worker,) = start_workers("s", str(tmp_path / "none.journal"), 1, threads=1)
+    worker = worker_starter("s", str(tmp_path / "none.journal"), 1, threads=1)(0)
     worker.join(timeout=120)
     assert worker.exitcode == 2  # the real worker: no such storage
     err = capfd.readouterr().err
