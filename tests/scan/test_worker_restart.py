@@ -149,11 +149,11 @@ def test_max_growth_0_never_restarts_and_a_stray_hand_over_is_refused(tmp_path, 
 
 def test_a_worker_restarts_itself_in_its_own_process(tmp_path):
     """The real thing: a worker allowed 1 MiB of growth restarts after its second trial (the
-    second compiles a model of its own), as the same process, and the restarted process takes
+    second traces a model of its own), as the same process, and the restarted process takes
     only the trials --n-trials leaves, drawn anew."""
     url = str(tmp_path / "scan.journal")
     space = {"layers": {"low": 1, "high": 2}, "units": {"low": 2, "high": 40}}
-    card = merged(TINY_SCAN, {"training": {"jit": True}, "scan": {"trials": 10, "space": space}})
+    card = merged(TINY_SCAN, {"scan": {"trials": 10, "space": space}})
     create(write_card(tmp_path / "scan.yml", card), url, "s")
     command = [sys.executable, "-m", "hyperscan", "worker", "--study", "s", "--storage", url]
     worker = subprocess.Popen(
