@@ -18,9 +18,11 @@ Every run makes a fresh scratch database on 127.0.0.1 (or uses --url), stops by 
 budget or --duration-limit, and prints what it measured as JSON. ``--prefill N`` first adds N
 finished trials (drawn parameters and values, the simulated trials' attributes), as a study
 that a long scan has grown to: what an ask costs at 5 000 or 20 000 trials is measured without
-running them; they count in the budget (--trials), as a study's earlier trials do. Threads
-share one GIL: the sampler's CPU time is serialised across the workers of one process, as it
-is not across worker processes (--processes, as many as the machine has cores to give).
+running them; they count in the budget (--trials), as a study's earlier trials do; a fresh
+process then reads the study as a starting worker does, for the time and the memory of
+Optuna's cache of it (``study_read``). Threads share one GIL: the sampler's CPU time is
+serialised across the workers of one process, as it is not across worker processes
+(--processes, as many as the machine has cores to give).
 
     PYTHONPATH=. python benchmarks/load_sim.py --workers 50 --slots 8 --trials 1000
 """
@@ -97,6 +99,32 @@ def drawn(distribution: optuna.distributions.BaseDistribution, rng: np.random.Ge
     if distribution.log:
         return float(np.exp(rng.uniform(np.log(distribution.low), np.log(distribution.high))))
     return float(rng.uniform(distribution.low, distribution.high))
+
+
+#: A fresh process (no TensorFlow) reads the study ``argv[2]`` at ``argv[1]`` as a starting
+#: worker's first ask does, into Optuna's cache; prints the seconds and the memory it took.
+READ_STUDY = """
+import json, sys, time
+from hyperscan.scan._limits import MIB, resident_bytes
+from hyperscan.scan.storage import load_study, open_storage
+study = load_study(open_storage(sys.argv[1]), sys.argv[2])
+before, started = resident_bytes(), time.perf_counter()
+trials = study.get_trials(deepcopy=False)
+seconds = time.perf_counter() - started
+again = time.perf_counter()
+study.get_trials(deepcopy=False)
+print(json.dumps({"trials": len(trials), "seconds": round(seconds, 2),
+                  "again_seconds": round(time.perf_counter() - again, 3),
+                  "memory_mib": round((resident_bytes() - before) / MIB, 1)}))
+"""
+
+
+def read_in_fresh_process(url: str, name: str) -> dict[str, Any]:
+    """What a worker process that starts on the study spends filling Optuna's cache with it."""
+    read = subprocess.run(
+        [sys.executable, "-c", READ_STUDY, url, name], capture_output=True, text=True, check=True
+    )
+    return json.loads(read.stdout)
 
 
 def prefill(study: optuna.Study, count: int, rng: np.random.Generator) -> float:
@@ -709,6 +737,7 @@ def simulate(
     name = f"sim-{uuid.uuid4().hex[:8]}"
     created = optuna.create_study(study_name=name, storage=admin, direction="minimize")
     prefill_seconds = prefill(created, prefilled, np.random.default_rng([seed, 2**31]))
+    study_read = read_in_fresh_process(url, name) if prefilled else None
     with contextlib.ExitStack() as stack:
         endpoint, proxy_cpu, bouncer = None, None, None  # the gRPC proxy's port
         if storage == "grpc":
@@ -777,6 +806,9 @@ def simulate(
         "trials_budget": trials,
         "trials_prefilled": prefilled,
         "prefill_s": round(prefill_seconds, 1),
+        # a fresh process reading the prefilled study into Optuna's cache, as a worker's
+        # first ask does: seconds, and the memory the cache holds
+        "study_read": study_read,
         "trials_finished": finished,
         # exact: the budget reached, not passed; a run the time limit ended short of it
         # shows "budget_reached": false and must still show "over_budget": 0

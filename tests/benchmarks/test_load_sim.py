@@ -49,6 +49,7 @@ def test_a_prefilled_study_counts_its_trials_in_the_budget(postgres_url):
     )
     assert result["errors"] == 0, result["error_samples"]
     assert result["trials_prefilled"] == 30
+    assert result["study_read"]["trials"] == 30  # the study itself, read afresh
     assert result["trials_finished"] == 36 and result["exact"]
     assert result["tell"]["n"] == 6
     assert set(result["states"]) == {"COMPLETE"}
