@@ -33,6 +33,7 @@ from vs_n3fit import (
     HYPERSCAN,
     KIT,
     ROOT,
+    Measured,
     cold_cache,
     ensure_peer,
     hyperscan_scan_card,
@@ -79,15 +80,27 @@ def with_budget(card: Path, trials: int, seed: int, work: Path, name: str) -> Pa
     return path
 
 
-def run_scan(card: Path, slots: str, work: Path, name: str) -> tuple[float, float | None]:
-    """A study of `card` worked by one `hyperscan worker --slots`: its wall time (create +
-    worker, as a user runs them) and its best value."""
+def work_study(
+    card: Path, options: list[str], work: Path, name: str
+) -> tuple[float, Measured, Path]:
+    """A study of `card` created and worked by one `hyperscan worker OPTIONS` with an empty
+    compilation cache: the wall time of both (as a user runs them), the worker's measure, and
+    the worker's log."""
     journal = work / f"{name}.journal"
     create = [str(HYPERSCAN), "study", "create", str(card), "--storage", str(journal)]
     env = cold_cache(work)
     made = measure([*create, "--name", name], work / f"{name}.create.log", env)
     worker = [str(HYPERSCAN), "worker", "--study", name, "--storage", str(journal)]
-    ran = measure([*worker, "--slots", slots], work / f"{name}.worker.log", env)
+    log = work / f"{name}.worker.log"
+    ran = measure([*worker, *options], log, env)
+    return made.wall + ran.wall, ran, log
+
+
+def run_scan(card: Path, slots: str, work: Path, name: str) -> tuple[float, float | None]:
+    """A study of `card` worked by one `hyperscan worker --slots`: its wall time (create +
+    worker, as a user runs them) and its best value."""
+    journal = work / f"{name}.journal"
+    seconds, _, _ = work_study(card, ["--slots", slots], work, name)
     status = subprocess.run(
         [str(HYPERSCAN), "study", "status", "--study", name, "--storage", str(journal), "--json"],
         capture_output=True,
@@ -95,7 +108,7 @@ def run_scan(card: Path, slots: str, work: Path, name: str) -> tuple[float, floa
         check=True,
     )
     best = json.loads(status.stdout).get("best", {}) or {}
-    return made.wall + ran.wall, best.get("value")
+    return seconds, best.get("value")
 
 
 def per_hour(trials: int, seconds: float) -> float:

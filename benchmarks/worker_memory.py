@@ -22,21 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from slots import dis_kfold_card, per_hour, with_budget
-from vs_n3fit import HYPERSCAN, cold_cache, machine, measure
+from slots import dis_kfold_card, per_hour, with_budget, work_study
+from vs_n3fit import machine
 
 
 def run(card: Path, growth: int, work: Path, name: str) -> tuple[float, float, int]:
     """A study of ``card`` worked by one worker: wall seconds, peak RSS in MiB, restarts."""
-    journal = work / f"{name}.journal"
-    env = cold_cache(work)
-    create = [str(HYPERSCAN), "study", "create", str(card), "--storage", str(journal)]
-    made = measure([*create, "--name", name], work / f"{name}.create.log", env)
-    worker = [str(HYPERSCAN), "worker", "--study", name, "--storage", str(journal), "--quiet"]
-    log = work / f"{name}.worker.log"
-    ran = measure([*worker, "--max-growth", str(growth)], log, env)
-    restarts = log.read_text().count("worker restarting:")
-    return made.wall + ran.wall, ran.rss_mib, restarts
+    seconds, ran, log = work_study(card, ["--quiet", "--max-growth", str(growth)], work, name)
+    return seconds, ran.rss_mib, log.read_text().count("worker restarting:")
 
 
 def main() -> None:

@@ -49,7 +49,6 @@ from hyperscan.cli._study import load_scan_runcard
 
 if TYPE_CHECKING:
     from hyperscan.runcard import FitRuncard, Slots
-    from hyperscan.scan.results import WorkerReport
 
 #: Said by a one-slot worker on a GPU: there XLA compiles a model for 20-40 s (an H200,
 #: docs/performance.md), most of a short trial, and one slot compiles one per trial.
@@ -243,7 +242,7 @@ def worker(
         own_limits_left = (n_trials is None or trials < n_trials) and (
             time_left is None or time_left > 0
         )
-        if report.grown_mib is not None and own_limits_left and not _ended(report):
+        if report.outgrown_only and own_limits_left:
             click.echo(
                 f"worker restarting: its memory grew by {report.grown_mib:.0f} MiB since its "
                 f"first trial, past --max-growth {max_growth} MiB (TensorFlow keeps every "
@@ -261,11 +260,6 @@ def worker(
     )
     # even with --quiet: a batch log's last word
     click.echo(f"worker done: {_trials(trials, requeued)}, {why}")
-
-
-def _ended(report: WorkerReport) -> bool:
-    """Whether the study or the batch job ended the worker, whatever its memory."""
-    return report.stopped_by_signal or report.budget_reached or report.walltime_reached
 
 
 def _restart(earlier: _Earlier) -> NoReturn:

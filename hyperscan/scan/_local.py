@@ -163,7 +163,7 @@ def worker_process(study: str, url: str, threads: int, slots: Slots, salt: int) 
     except (ScanError, StorageError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    if report.grown_mib is not None and not (report.budget_reached or report.stopped_by_signal):
+    if report.outgrown_only:
         sys.exit(RESTART_EXIT)
 
 

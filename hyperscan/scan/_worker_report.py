@@ -19,3 +19,11 @@ class WorkerReport:
     #: Set when the worker took no more trials because its memory grew by this many MiB since
     #: its first trial (past ``max_growth_mib``): a fresh process would go on.
     grown_mib: float | None = None
+
+    @property
+    def outgrown_only(self) -> bool:
+        """The memory's growth ended the worker, and neither a signal, the budget nor the
+        walltime did: a fresh process would go on with the study."""
+        return self.grown_mib is not None and not (
+            self.stopped_by_signal or self.budget_reached or self.walltime_reached
+        )
